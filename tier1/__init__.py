@@ -1,0 +1,26 @@
+"""Tier 1: durable data logs, the fast write-ahead medium of a segment container.
+
+A leaf package: it imports nothing else of the project. The core talks to it through
+:class:`DurableDataLog` and translates :class:`DataLogError` leaves at its boundary.
+"""
+
+from tier1.errors import (
+    DataLogClosedError,
+    DataLogCorruptionError,
+    DataLogError,
+    DataLogFencedError,
+    DataLogLockedError,
+    DataLogWriteError,
+)
+from tier1.log import DurableDataLog, LogRecord
+
+__all__ = [
+    "DataLogClosedError",
+    "DataLogCorruptionError",
+    "DataLogError",
+    "DataLogFencedError",
+    "DataLogLockedError",
+    "DataLogWriteError",
+    "DurableDataLog",
+    "LogRecord",
+]

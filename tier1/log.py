@@ -1,0 +1,73 @@
+"""The durable data log contract that every Tier 1 implementation honours.
+
+A log is an ordered sequence of opaque records, each with an *address*: an integer that
+strictly increases from record to record (not necessarily by one). The contract:
+
+* **Ownership and epoch.** :meth:`open` takes exclusive ownership and durably bumps the epoch
+  before returning it, so a previous owner can be told apart (and, where the medium supports it,
+  fenced: its next append fails with ``DataLogFencedError``).
+* **Ordering.** Records are durable and readable in the order :meth:`append` was called. The
+  futures it returns resolve in that same order.
+* **Durability.** A future resolves with the record's address only once the record, and every
+  record appended before it, survives a crash of the process or the machine (fsync, or a quorum
+  of replicas). If a write fails, that future and all later ones fail with a ``DataLogError``;
+  the log accepts nothing more and must be reopened.
+* **Atomicity.** After a crash a record is either wholly readable or absent. An incomplete or
+  corrupt record at the very tail (a torn write) is dropped on :meth:`open`. A corrupt record
+  anywhere else is never skipped: :meth:`read` raises ``DataLogCorruptionError``.
+* **Truncation.** :meth:`truncate` durably discards every record below an address; the space is
+  reclaimed in whole pieces (files, ledgers). :meth:`read` never returns a truncated record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    address: int
+    data: bytes
+
+
+class DurableDataLog(ABC):
+    """One container's Tier 1 log. Not thread-safe: call it from one event loop."""
+
+    @abstractmethod
+    async def open(self) -> int:
+        """Take ownership, drop a torn tail, durably bump the epoch and return it."""
+
+    @property
+    @abstractmethod
+    def epoch(self) -> int:
+        """The epoch :meth:`open` returned."""
+
+    @abstractmethod
+    def append(self, parts: Sequence[Buffer]) -> asyncio.Future[int]:
+        """Queue one record made of ``parts`` (concatenated) and return a future of its address.
+
+        Returns at once; the future resolves once the record is durable (see the module
+        docstring). The caller must not modify the buffers until then.
+        """
+
+    @abstractmethod
+    def read(self, from_address: int = 0) -> AsyncIterator[LogRecord]:
+        """Yield every record at or above ``from_address`` that is not truncated, in order."""
+
+    @abstractmethod
+    async def truncate(self, below_address: int) -> None:
+        """Durably discard every record whose address is below ``below_address``."""
+
+    @property
+    @abstractmethod
+    def size_bytes(self) -> int:
+        """Bytes the log currently occupies on its medium (for metrics and back-pressure)."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Wait for queued appends to finish (or fail), release ownership. Idempotent."""
