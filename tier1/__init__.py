@@ -12,6 +12,7 @@ from tier1.errors import (
     DataLogLockedError,
     DataLogWriteError,
 )
+from tier1.local import LocalDurableDataLog
 from tier1.log import DurableDataLog, LogRecord
 
 __all__ = [
@@ -22,5 +23,6 @@ __all__ = [
     "DataLogLockedError",
     "DataLogWriteError",
     "DurableDataLog",
+    "LocalDurableDataLog",
     "LogRecord",
 ]

@@ -1,11 +1,11 @@
 """Errors of Tier 1 data logs.
 
-    DataLogError
-    ├── DataLogLockedError      another process owns the log
-    ├── DataLogFencedError      a newer epoch took the log over; this owner must stop
-    ├── DataLogCorruptionError  a record that is not at the tail fails its checksum
-    ├── DataLogWriteError       the medium refused a write or a sync; nothing after it is durable
-    └── DataLogClosedError      the log was closed while a call was pending
+DataLogError
+├── DataLogLockedError      another process owns the log
+├── DataLogFencedError      a newer epoch took the log over; this owner must stop
+├── DataLogCorruptionError  a record that is not at the tail fails its checksum
+├── DataLogWriteError       the medium refused a write or a sync; nothing after it is durable
+└── DataLogClosedError      the log was closed while a call was pending
 """
 
 

@@ -1,0 +1,8 @@
+"""A durable data log in a local directory: group-committed appends to rolled files.
+
+Owns the on-disk format described in the Tier 1 section of ``docs/formats.md``.
+"""
+
+from tier1.local.log import LocalDurableDataLog
+
+__all__ = ["LocalDurableDataLog"]

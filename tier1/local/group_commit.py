@@ -1,0 +1,405 @@
+"""Group commit: the append pipeline of a local log, from the event loop to disk and back.
+
+Three parties pass records along. Each one takes everything that piled up while it was busy::
+
+    event loop          writer thread               syncer thread            event loop
+    append(): assign    take ALL queued records,    snapshot written_end,    resolve, in order,
+    the address, queue  header + CRC, writev, roll  fdatasync, report it     every future whose
+    a future            files, advance written_end  with one callback        record ends <= it
+
+The writer never waits for an fdatasync (except once per file, when it rolls): while the syncer
+syncs what was written so far, the writer writes the next records, and one fdatasync covers
+every record written before it began. Hand-offs use a ``threading.Condition`` and the way back
+is one ``loop.call_soon_threadsafe`` per sync, because going through the default executor costs
+several times more loop time per round trip.
+
+Failure: the first OSError of a write, roll or fdatasync fails the futures of every record not
+yet durable, and every later append fails at once until the log is reopened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import threading
+from collections import deque
+from collections.abc import Sequence
+
+from tier1.errors import DataLogClosedError, DataLogWriteError
+from tier1.local.directory import LogDirectory
+from tier1.local.record import HEADER_SIZE, MAX_PAYLOAD, encode_header
+from tier1.log import Buffer
+
+# writev takes at most IOV_MAX buffers (1024 on Linux) per call.
+IOV_MAX = 1024
+# The writer hands a piece to the syncer at least every FLUSH_BYTES, so that with large
+# records the fdatasync of one piece overlaps the write of the next.
+FLUSH_BYTES = 2 * 1024 * 1024
+
+# (address, payload length, payload parts) of a record waiting for the writer.
+_Queued = tuple[int, int, tuple[Buffer, ...]]
+
+
+class _RollSyncError(Exception):
+    """The fdatasync of a file being rolled away failed: nothing more may be acknowledged."""
+
+    def __init__(self, error: DataLogWriteError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class GroupCommit:
+    """Appends records to the log's last file, rolling files at ``segment_bytes``.
+
+    ``fd`` is the last file, open for appending, whose records end at address ``end``;
+    ``file_bases`` lists every file of the log, the last one included.
+    """
+
+    def __init__(
+        self,
+        directory: LogDirectory,
+        *,
+        fd: int,
+        file_bases: Sequence[int],
+        end: int,
+        segment_bytes: int,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._directory = directory
+        self._segment_bytes = segment_bytes
+        self._loop = loop
+        self._create_future = loop.create_future
+
+        # Event loop thread only.
+        self._next_address = end
+        self._inflight: deque[tuple[int, asyncio.Future[int], int]] = deque()
+        self._accepting = True
+        self._failure: DataLogWriteError | None = None
+        self._drained: asyncio.Future[None] | None = None
+
+        # Shared between the threads, guarded by _lock. The writer waits on _work, the syncer
+        # on _written: two conditions on one lock, so that a notify wakes the right thread.
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._written = threading.Condition(self._lock)
+        self._pending: list[_Queued] = []
+        self._writer_idle = False
+        self._syncer_idle = False
+        self._writer_stopping = False
+        self._syncer_stopping = False
+        self._written_end = end
+        self._written_bytes = 0
+        self._fd = fd
+        self._retired_fds: list[int] = []  # rolled away; the syncer closes them
+        self._file_bases = list(file_bases)
+        self._error: DataLogWriteError | None = None
+        self._final_sync_allowed = False
+
+        # Writer thread only.
+        self._file_base = self._file_bases[-1]
+        self._write_end = end
+
+        self._stop_lock = threading.Lock()
+        self._stopped = False
+        self._writer = threading.Thread(target=self._run_writer, name="tier1-writer", daemon=True)
+        self._syncer = threading.Thread(target=self._run_syncer, name="tier1-syncer", daemon=True)
+
+    def start(self) -> None:
+        self._writer.start()
+        self._syncer.start()
+
+    # -- event loop side ---------------------------------------------------------------------
+
+    @property
+    def next_address(self) -> int:
+        """The address the next append gets."""
+        return self._next_address
+
+    @property
+    def written_end(self) -> int:
+        """Where the records written so far end (not necessarily durable yet)."""
+        return self._written_end
+
+    @property
+    def written_bytes(self) -> int:
+        return self._written_bytes
+
+    def file_bases(self) -> list[int]:
+        with self._lock:
+            return list(self._file_bases)
+
+    def forget_file(self, base: int) -> None:
+        with self._lock:
+            self._file_bases.remove(base)
+
+    def append(self, parts: Sequence[Buffer]) -> asyncio.Future[int]:
+        """Queue a record; see ``DurableDataLog.append``. Call on the event loop thread."""
+        loop = self._loop
+        if asyncio.get_running_loop() is not loop:
+            raise RuntimeError("append must be called on the event loop that opened the log")
+        if not self._accepting:
+            return _failed(loop, DataLogClosedError("data log is closed"))
+        if self._failure is not None:
+            return _failed(loop, _copy(self._failure))
+        # Our own copy of the sequence (free for a tuple): the writer reads it later, and a
+        # caller reusing its list, or passing an iterator, would desynchronise the length.
+        parts = tuple(parts)
+        length = 0
+        for part in parts:
+            if isinstance(part, memoryview):
+                if not part.c_contiguous:
+                    raise ValueError("memoryview parts must be C-contiguous")
+                length += part.nbytes
+            else:
+                length += len(part)
+        if length > MAX_PAYLOAD:
+            raise ValueError(f"record of {length} bytes exceeds {MAX_PAYLOAD}")
+        address = self._next_address
+        end = address + HEADER_SIZE + length
+        self._next_address = end
+        future = self._create_future()
+        self._inflight.append((end, future, address))
+        with self._lock:
+            self._pending.append((address, length, parts))
+            if self._writer_idle:
+                # Cleared here, not by the writer: until the woken writer gets the GIL, every
+                # append would otherwise call notify() again, for nothing.
+                self._writer_idle = False
+                self._work.notify()
+        return future
+
+    async def drain(self) -> None:
+        """Refuse further appends and wait until every queued one is resolved or failed."""
+        self._accepting = False
+        if self._inflight:
+            self._drained = self._loop.create_future()
+            await self._drained
+
+    def _on_progress(self, synced_end: int, error: DataLogWriteError | None) -> None:
+        # Runs on the loop: one call per fdatasync, whatever the number of records it covered.
+        inflight = self._inflight
+        while inflight and inflight[0][0] <= synced_end:
+            _, future, address = inflight.popleft()
+            if not future.done():
+                future.set_result(address)
+        if error is not None and self._failure is None:
+            self._failure = error
+            while inflight:
+                _, future, _ = inflight.popleft()
+                if not future.done():
+                    future.set_exception(_copy(error))
+        drained = self._drained
+        if not inflight and drained is not None and not drained.done():
+            drained.set_result(None)
+
+    # -- shutdown (blocking: call from a worker thread) --------------------------------------
+
+    def stop(self) -> None:
+        """Let the writer finish what is queued, then the syncer sync it; join both; close.
+
+        Idempotent, and safe to call from two threads at once (the second waits).
+        """
+        with self._stop_lock:
+            if self._stopped:
+                return
+            with self._lock:
+                self._writer_stopping = True
+                self._work.notify()
+            self._writer.join()
+            with self._lock:
+                self._syncer_stopping = True
+                self._written.notify()
+            self._syncer.join()
+            for fd in [self._fd, *self._retired_fds]:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._retired_fds = []
+            self._stopped = True
+
+    # -- writer thread -----------------------------------------------------------------------
+
+    def _run_writer(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    while not self._pending and not self._writer_stopping and self._error is None:
+                        self._writer_idle = True
+                        self._work.wait()
+                    self._writer_idle = False
+                    if self._error is not None or not self._pending:
+                        return
+                    batch = self._pending
+                    self._pending = []
+                self._write(batch)
+        except _RollSyncError as e:
+            self._fail(e.error, final_sync_allowed=False)
+        except OSError as e:
+            # A failed write does not undo earlier writes: they may still be synced and
+            # acknowledged, and everything from the failed batch on fails.
+            self._fail(self._error_from("write", e), final_sync_allowed=True)
+        except BaseException as e:
+            # A bug must not leave futures pending forever.
+            self._fail(DataLogWriteError(f"writer thread died: {e!r}"), final_sync_allowed=False)
+
+    def _write(self, batch: list[_Queued]) -> None:
+        end = self._write_end
+        file_size = end - self._file_base
+        iov: list[Buffer] = []
+        iov_bytes = 0
+        for address, length, parts in batch:
+            if file_size >= self._segment_bytes:
+                if iov:
+                    self._flush(iov, iov_bytes, end)
+                    iov, iov_bytes = [], 0
+                self._roll(end)
+                file_size = 0
+            elif iov and (len(iov) + len(parts) >= IOV_MAX or iov_bytes >= FLUSH_BYTES):
+                self._flush(iov, iov_bytes, end)
+                iov, iov_bytes = [], 0
+            iov.append(encode_header(address, length, parts))
+            iov.extend(parts)
+            size = HEADER_SIZE + length
+            iov_bytes += size
+            file_size += size
+            end = address + size
+        if iov:
+            self._flush(iov, iov_bytes, end)
+
+    def _flush(self, iov: list[Buffer], nbytes: int, end: int) -> None:
+        writev_all(self._fd, iov, nbytes)
+        self._write_end = end
+        with self._lock:
+            self._written_end = end
+            self._written_bytes += nbytes
+            if self._syncer_idle:
+                self._syncer_idle = False
+                self._written.notify()
+
+    def _roll(self, base: int) -> None:
+        # Sync the old file before the new one exists: then after a crash only the last file
+        # can have a torn tail, which is all that recovery scans. Once per file, so cheap.
+        try:
+            os.fdatasync(self._fd)
+        except OSError as e:
+            raise _RollSyncError(self._error_from("fdatasync", e)) from e
+        fd = self._directory.create_file(base)
+        with self._lock:
+            # The syncer may be syncing the old fd right now: it closes it on its next round.
+            self._retired_fds.append(self._fd)
+            self._fd = fd
+            self._file_bases.append(base)
+        self._file_base = base
+
+    def _fail(self, error: DataLogWriteError, *, final_sync_allowed: bool) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = error
+                self._final_sync_allowed = final_sync_allowed
+            self._written.notify()
+
+    # -- syncer thread -----------------------------------------------------------------------
+
+    def _run_syncer(self) -> None:
+        synced = self._written_end
+        try:
+            while True:
+                with self._lock:
+                    while (
+                        self._written_end == synced
+                        and not self._retired_fds
+                        and self._error is None
+                        and not self._syncer_stopping
+                    ):
+                        self._syncer_idle = True
+                        self._written.wait()
+                    self._syncer_idle = False
+                    target = self._written_end
+                    fd = self._fd
+                    retired, self._retired_fds = self._retired_fds, []
+                    error = self._error
+                    may_sync = error is None or self._final_sync_allowed
+                    stopping = self._syncer_stopping
+                progressed = False
+                if target > synced and may_sync:
+                    # Files rolled away were synced by the writer before the roll, so the
+                    # current file is the only one that can hold unsynced records.
+                    os.fdatasync(fd)
+                    synced = target
+                    progressed = True
+                for old in retired:
+                    with contextlib.suppress(OSError):
+                        os.close(old)
+                if error is not None:
+                    self._post(synced, error)
+                    return
+                if progressed:
+                    self._post(synced, None)
+                if stopping:
+                    return
+        except BaseException as e:
+            if isinstance(e, OSError):
+                failure = self._error_from("fdatasync", e)
+            else:
+                failure = DataLogWriteError(f"syncer thread died: {e!r}")
+            with self._lock:
+                # After a failed fdatasync the kernel may have dropped the dirty pages: a
+                # later sync could succeed without them, so nothing more is acknowledged.
+                if self._error is None:
+                    self._error = failure
+                self._final_sync_allowed = False
+                self._work.notify()
+                failure = self._error
+            self._post(synced, failure)
+
+    def _post(self, synced: int, error: DataLogWriteError | None) -> None:
+        # RuntimeError: the loop is closed, so nobody is waiting for these futures any more.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._on_progress, synced, error)
+
+    def _error_from(self, operation: str, e: OSError) -> DataLogWriteError:
+        return DataLogWriteError(
+            f"{operation} in data log {self._directory.path} failed: {e.strerror or e}",
+            errno=e.errno,
+        )
+
+
+def writev_all(fd: int, buffers: list[Buffer], nbytes: int) -> None:
+    """Write every buffer, IOV_MAX at a time, resuming after partial writes.
+
+    ``nbytes`` is their total size. ``buffers`` may be modified.
+    """
+    if len(buffers) <= IOV_MAX:
+        written = os.writev(fd, buffers)
+        if written == nbytes:
+            return  # the usual case
+    else:
+        written = 0
+    sizes = [b.nbytes if isinstance(b, memoryview) else len(b) for b in buffers]
+    index, count = 0, len(buffers)
+    while True:
+        while index < count and written >= sizes[index]:
+            written -= sizes[index]
+            index += 1
+        if index == count:
+            return
+        if written:
+            buffers[index] = memoryview(buffers[index]).cast("B")[written:]
+            sizes[index] -= written
+        window = buffers[index : index + IOV_MAX]
+        written = os.writev(fd, window)
+        if written == 0 and any(sizes[index : index + IOV_MAX]):
+            # A regular file never does this, but looping on it would spin forever.
+            raise OSError(errno.EIO, "writev wrote nothing")
+
+
+def _failed(loop: asyncio.AbstractEventLoop, error: Exception) -> asyncio.Future[int]:
+    future: asyncio.Future[int] = loop.create_future()
+    future.set_exception(error)
+    return future
+
+
+def _copy(error: DataLogWriteError) -> DataLogWriteError:
+    # One instance per future: a raised exception accumulates its traceback.
+    return DataLogWriteError(str(error), errno=error.errno)
