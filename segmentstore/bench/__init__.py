@@ -1,0 +1,1 @@
+"""Benchmarks behind ``segmentstore bench``: each figure comes with a same-run baseline."""

@@ -1,0 +1,147 @@
+"""``segmentstore bench append``: durable appends through the embedded API against raw disk.
+
+For each payload size and writer count it runs the store for a fixed time (every append
+awaited, so every figure is of acknowledged, fsynced data), then, in the same run and on the
+same disk, a raw loop of ``os.write`` + ``os.fdatasync`` of the same records in groups, and
+reports the ratio store / raw. The machines are noisy; compare ratios, not absolutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from segmentstore.bench.report import percentile, print_table, write_json
+from segmentstore.store import SegmentStore
+
+MiB = 1 << 20
+
+
+def raw_grouped_fdatasync(directory: Path, size: int, group: int, seconds: float) -> float:
+    """Records per second of ``group`` records written together and fdatasynced once."""
+    payload = os.urandom(size) * group
+    path = directory / "raw.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        records = 0
+        written = 0
+        start = time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds:
+            os.write(fd, payload)
+            os.fdatasync(fd)
+            records += group
+            written += len(payload)
+            if written > 1 << 30:  # keep the file (and the page cache) bounded
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                written = 0
+        return records / elapsed
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+async def _run_store(
+    directory: Path, size: int, writers: int, segments: int, seconds: float
+) -> dict[str, float]:
+    payload = os.urandom(size)
+    latencies: list[float] = []
+    count = 0
+    async with SegmentStore.open(directory / "store") as store:
+        names = [f"bench/segment-{i}" for i in range(segments)]
+        for name in names:
+            await store.create_segment(name)
+        stop_at = 0.0
+        measuring = False
+
+        async def writer(index: int) -> None:
+            nonlocal count
+            name = names[index % segments]
+            clock = time.perf_counter
+            while True:
+                begun = clock()
+                if begun >= stop_at:
+                    return
+                await store.append(name, payload)
+                if measuring:
+                    latencies.append(clock() - begun)
+                    count += 1
+
+        stop_at = time.perf_counter() + min(1.0, seconds / 4)  # warm-up
+        await asyncio.gather(*(writer(i) for i in range(writers)))
+        measuring = True
+        started = time.perf_counter()
+        stop_at = started + seconds
+        await asyncio.gather(*(writer(i) for i in range(writers)))
+        elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {
+        "appends_per_s": count / elapsed,
+        "p50_ms": percentile(latencies, 0.50) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+    }
+
+
+def run(
+    sizes: list[int],
+    writer_counts: list[int],
+    seconds: float,
+    segments: int,
+    directory: str | None,
+    json_path: str | None,
+) -> list[dict[str, Any]]:
+    base = Path(tempfile.mkdtemp(prefix="bench-append-", dir=directory))
+    rows: list[dict[str, Any]] = []
+    try:
+        for size in sizes:
+            for writers in writer_counts:
+                case = base / f"{size}-{writers}"
+                case.mkdir()
+                print(f"... {size} B x {writers} writers: store", flush=True)
+                store = asyncio.run(
+                    _run_store(case, size, writers, min(segments, writers), seconds)
+                )
+                # The raw loop groups as the store can: as many records as there are writers,
+                # up to 4 MiB per fdatasync.
+                group = max(1, min(writers, (4 * MiB) // size))
+                print(f"... {size} B x {writers} writers: raw, {group} per fdatasync", flush=True)
+                raw = raw_grouped_fdatasync(case, size, group, seconds)
+                shutil.rmtree(case)
+                rows.append(
+                    {
+                        "size_bytes": size,
+                        "writers": writers,
+                        "appends_per_s": store["appends_per_s"],
+                        "mb_per_s": store["appends_per_s"] * size / 1e6,
+                        "p50_ms": store["p50_ms"],
+                        "p99_ms": store["p99_ms"],
+                        "raw_group": group,
+                        "raw_records_per_s": raw,
+                        "raw_mb_per_s": raw * size / 1e6,
+                        "ratio": store["appends_per_s"] / raw,
+                    }
+                )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print_table(
+        rows,
+        [
+            ("size_bytes", "size", "d"),
+            ("writers", "writers", "d"),
+            ("appends_per_s", "appends/s", ",.0f"),
+            ("mb_per_s", "MB/s", ".1f"),
+            ("p50_ms", "p50 ms", ".2f"),
+            ("p99_ms", "p99 ms", ".2f"),
+            ("raw_group", "raw group", "d"),
+            ("raw_records_per_s", "raw rec/s", ",.0f"),
+            ("raw_mb_per_s", "raw MB/s", ".1f"),
+            ("ratio", "store/raw", ".2f"),
+        ],
+    )
+    write_json(json_path, "append", rows)
+    return rows

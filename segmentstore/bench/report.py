@@ -1,0 +1,29 @@
+"""Latency statistics and the printed table shared by the benchmarks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    index = min(len(sorted_values) - 1, int(fraction * len(sorted_values)))
+    return sorted_values[index]
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> None:
+    """``columns`` are (key, heading, format spec)."""
+    widths = [max(len(h), 10) for _, h, _ in columns]
+    print("  ".join(h.rjust(w) for (_, h, _), w in zip(columns, widths, strict=True)))
+    for row in rows:
+        cells = [format(row[k], spec) for k, _, spec in columns]
+        print("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
+
+
+def write_json(path: str | None, name: str, rows: list[dict[str, Any]]) -> None:
+    if path:
+        Path(path).write_text(json.dumps({"benchmark": name, "results": rows}, indent=2) + "\n")
+        print(f"wrote {path}")

@@ -1,0 +1,302 @@
+"""A segment container: the unit of recovery that owns a Durable Log, metadata and read index.
+
+Every change goes through the Durable Log; a call returns once Tier 1 has it and the durable
+metadata and read index reflect it. Reads are served from the durable view only, so nothing
+unacknowledged is ever visible. A container that fails (Tier 1 error, corrupt log) goes
+``offline`` on its own; the others in the store carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from enum import StrEnum
+
+from segmentstore.attributes import AttributeUpdate
+from segmentstore.data_frame import FrameFormatError
+from segmentstore.durable_log import DurableLog
+from segmentstore.errors import (
+    ContainerUnavailableError,
+    EndOfSegmentError,
+    OffsetBeyondEndError,
+    SegmentNotFoundError,
+    SegmentTruncatedError,
+)
+from segmentstore.metadata import ContainerMetadata, SegmentMetadata
+from segmentstore.operations import (
+    AppendOperation,
+    CreateSegmentOperation,
+    DeleteSegmentOperation,
+    LogReplayError,
+    MergeOperation,
+    Operation,
+    SealOperation,
+    TruncateOperation,
+    UpdateAttributesOperation,
+)
+from segmentstore.read_index import SegmentReadIndex
+from segmentstore.recovery import RecoveryStats, replay
+from segmentstore.segment_info import AppendResult, SegmentInfo
+from segmentstore.settings import Settings
+from segmentstore.tier1_retention import Tier1Retention
+from tier1 import DataLogError, DurableDataLog
+
+log = logging.getLogger(__name__)
+
+
+class ContainerStatus(StrEnum):
+    STOPPED = "stopped"
+    RECOVERING = "recovering"
+    RUNNING = "running"
+    OFFLINE = "offline"
+
+
+class SegmentContainer:
+    def __init__(
+        self,
+        container_id: int,
+        settings: Settings,
+        data_log_factory: Callable[[], DurableDataLog],
+    ) -> None:
+        self.id = container_id
+        self._settings = settings
+        self._data_log_factory = data_log_factory
+        self.status = ContainerStatus.STOPPED
+        self.failure: str | None = None
+        self.recovery = RecoveryStats()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._data_log: DurableDataLog | None = None
+        self._durable = ContainerMetadata(self.id)
+        self._log: DurableLog | None = None
+        self._indexes: dict[int, SegmentReadIndex] = {}
+        # Tier 1 frees space a whole file at a time: tracking finer than a file gains nothing.
+        self._retention = Tier1Retention(coalesce_bytes=self._settings.tier1.segment_bytes // 8)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self._durable.epoch
+
+    async def start(self) -> None:
+        """Recover from Tier 1 and start accepting operations; a failure leaves it offline."""
+        self._reset()
+        self.status = ContainerStatus.RECOVERING
+        self.failure = None
+        started = time.monotonic()
+        self.recovery = RecoveryStats()
+        try:
+            self._data_log = self._data_log_factory()
+            epoch = await self._data_log.open()
+            self._durable = await replay(
+                self.id, epoch, self._data_log, self._restore, self._replay_one, self.recovery
+            )
+            self._log = DurableLog(
+                self.id,
+                self._data_log,
+                self._durable.copy(),
+                self._settings.durable_log,
+                self._commit,
+                self._retention.needed_sequence,
+                self._on_log_failure,
+            )
+            self._log.start()
+            # Every start begins the log anew at a checkpoint, so the next recovery is bounded.
+            await self._log.checkpoint()
+        except (DataLogError, LogReplayError, FrameFormatError) as error:
+            await self._go_offline(error)
+            return
+        self.recovery.seconds = time.monotonic() - started
+        self.status = ContainerStatus.RUNNING
+        log.info(
+            "container %d running: epoch %d, %d segments, replayed %d operations in %.3f s",
+            self.id,
+            self.epoch,
+            len(self._durable.segments),
+            self.recovery.operations_replayed,
+            self.recovery.seconds,
+        )
+
+    async def stop(self) -> None:
+        if self._log is not None:
+            await self._log.stop()
+        if self._data_log is not None:
+            await self._data_log.close()
+        for index in self._indexes.values():
+            index.notify()
+        if self.status is not ContainerStatus.OFFLINE:
+            self.status = ContainerStatus.STOPPED
+
+    async def _go_offline(self, error: BaseException) -> None:
+        self.status = ContainerStatus.OFFLINE
+        self.failure = str(error)
+        log.error("container %d offline: %s", self.id, error)
+        if self._log is not None:
+            await self._log.stop()
+        if self._data_log is not None:
+            await self._data_log.close()
+        for index in self._indexes.values():
+            index.notify()
+
+    def _on_log_failure(self, error: BaseException) -> None:
+        self.status = ContainerStatus.OFFLINE
+        self.failure = str(error)
+        for index in self._indexes.values():
+            index.notify()
+
+    # -- applying committed operations ----------------------------------------------------
+
+    def _restore(self, metadata: ContainerMetadata) -> None:
+        # Bytes appended before a checkpoint are, by the truncation rule, below each segment's
+        # start offset or already in Tier 2: the read index starts empty for them.
+        self._indexes = {segment.id: SegmentReadIndex() for segment in metadata.segments.values()}
+
+    def _replay_one(self, metadata: ContainerMetadata, op: Operation) -> None:
+        op.apply(metadata)
+        self._index(op)
+
+    def _commit(self, ops: list[Operation]) -> None:
+        durable = self._durable
+        for op in ops:
+            op.apply(durable)
+            self._index(op)
+
+    def _index(self, op: Operation) -> None:
+        """Reflect a durable operation in the read index and the Tier 1 retention."""
+        match op:
+            case AppendOperation():
+                self._indexes[op.segment_id].append(op.offset, op.data)
+                self._retention.appended(
+                    op.segment_id, op.offset, op.offset + len(op.data), op.sequence
+                )
+            case CreateSegmentOperation():
+                self._indexes[op.segment_id] = SegmentReadIndex()
+            case SealOperation():
+                self._indexes[op.segment_id].notify()
+            case TruncateOperation():
+                self._indexes[op.segment_id].truncate(op.offset)
+                self._retention.release(op.segment_id, op.offset)
+            case MergeOperation():
+                source = self._indexes.pop(op.source_id)
+                self._indexes[op.target_id].absorb(source, op.target_offset)
+                self._retention.merged(op.source_id, op.target_id, op.target_offset)
+            case DeleteSegmentOperation():
+                self._indexes.pop(op.segment_id).notify()
+                self._retention.deleted(op.segment_id)
+
+    # -- operations -----------------------------------------------------------------------
+
+    async def _process(self, op: Operation) -> None:
+        if self._log is None or self.status is not ContainerStatus.RUNNING:
+            raise ContainerUnavailableError(self.id, self.status.value)
+        await self._log.process(op)
+
+    def _segment(self, name: str) -> SegmentMetadata:
+        if self.status is not ContainerStatus.RUNNING:
+            raise ContainerUnavailableError(self.id, self.status.value)
+        segment = self._durable.segments.get(name)
+        if segment is None:
+            raise SegmentNotFoundError(name)
+        return segment
+
+    def _info(self, name: str) -> SegmentInfo:
+        return SegmentInfo.of(self._segment(name), self.id)
+
+    async def create_segment(
+        self,
+        name: str,
+        attributes: dict[str, int] | None = None,
+        retention: dict[str, int] | None = None,
+    ) -> SegmentInfo:
+        await self._process(CreateSegmentOperation(name, attributes, retention))
+        return self._info(name)
+
+    async def append(
+        self,
+        name: str,
+        data: bytes | bytearray | memoryview,
+        expected_offset: int | None = None,
+        writer_id: str | None = None,
+        writer_seq: int | None = None,
+    ) -> AppendResult:
+        op = AppendOperation(name, data, expected_offset, writer_id, writer_seq)
+        await self._process(op)
+        if op.duplicate:
+            return AppendResult(None, op.length_after, duplicate=True)
+        return AppendResult(op.offset, op.length_after)
+
+    async def read(
+        self, name: str, offset: int, max_length: int, wait_ms: int
+    ) -> bytes | memoryview:
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            segment = self._segment(name)
+            if offset < segment.start_offset:
+                raise SegmentTruncatedError(name, segment.start_offset)
+            if offset > segment.length:
+                raise OffsetBeyondEndError(name, offset, segment.length)
+            if offset < segment.length:
+                return self._indexes[segment.id].read(
+                    offset, min(max_length, segment.length - offset)
+                )
+            if segment.sealed:
+                raise EndOfSegmentError(name, segment.length)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return b""
+            changed = self._indexes[segment.id].tail_changed()
+            await asyncio.wait([changed], timeout=remaining)
+
+    async def seal(self, name: str) -> SegmentInfo:
+        await self._process(SealOperation(name))
+        return self._info(name)
+
+    async def truncate(self, name: str, offset: int) -> SegmentInfo:
+        await self._process(TruncateOperation(name, offset))
+        return self._info(name)
+
+    async def merge(self, target: str, source: str) -> AppendResult:
+        op = MergeOperation(target, source)
+        await self._process(op)
+        return AppendResult(op.target_offset, op.target_offset + op.source_length)
+
+    async def delete_segment(self, name: str) -> None:
+        await self._process(DeleteSegmentOperation(name))
+
+    def get_info(self, name: str) -> SegmentInfo:
+        return self._info(name)
+
+    def get_attributes(self, name: str) -> dict[str, int]:
+        return dict(self._segment(name).attributes)
+
+    async def update_attributes(self, name: str, updates: list[AttributeUpdate]) -> dict[str, int]:
+        await self._process(UpdateAttributesOperation(name, updates))
+        return self.get_attributes(name)
+
+    def segment_names(self) -> list[str]:
+        if self.status is not ContainerStatus.RUNNING:
+            raise ContainerUnavailableError(self.id, self.status.value)
+        return list(self._durable.segments)
+
+    # -- observability --------------------------------------------------------------------
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._durable.segments)
+
+    @property
+    def last_sequence(self) -> int:
+        return self._durable.sequence
+
+    @property
+    def tier1_bytes(self) -> int:
+        return 0 if self._data_log is None else self._data_log.size_bytes
+
+    @property
+    def durable_metadata(self) -> ContainerMetadata:
+        """The durable metadata (read-only use: tests check invariants against it)."""
+        return self._durable

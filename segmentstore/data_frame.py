@@ -1,0 +1,143 @@
+"""Data frames: how serialized operations are packed into Tier 1 records and read back.
+
+A frame is ``version u8`` followed by entries ``length u32 | flags u8 | bytes``. An operation is
+one or more consecutive entries: the first has FIRST set, the last has LAST set, so an operation
+larger than a frame spans several. Integrity (checksum, torn-tail detection) is the Tier 1
+record's job; a frame is exactly one record.
+
+Small operations are copied into one buffer with their entry header (one iovec each); large
+payloads are referenced, not copied, all the way to ``writev``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from segmentstore.operations import Buffer, Operation, decode
+
+FORMAT_VERSION = 1
+_VERSION = struct.Struct("<B")
+_ENTRY = struct.Struct("<IB")
+FIRST = 1
+LAST = 2
+_COPY_BELOW = 16 * 1024  # operations smaller than this are joined into one buffer
+_MIN_USEFUL_ROOM = 64  # do not start an entry in a frame with less room than this
+
+
+class FrameFormatError(Exception):
+    """A frame that Tier 1 returned intact does not parse: a bug or a foreign log."""
+
+
+@dataclass(slots=True)
+class Frame:
+    parts: list[Buffer] = field(default_factory=lambda: [_VERSION.pack(FORMAT_VERSION)])
+    size: int = _VERSION.size
+    # Operations whose first byte is in this frame (they learn its address once durable).
+    starts: list[Operation] = field(default_factory=list)
+
+
+class DataFrameBuilder:
+    """Packs operations, in order, into frames of at most ``max_frame_bytes``."""
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self._max = max_frame_bytes
+        self._frames: list[Frame] = []
+        self._current: Frame | None = None
+
+    def add(self, op: Operation) -> None:
+        parts = op.encode()
+        total = 0
+        for part in parts:
+            total += len(part)
+        frame = self._current
+        if frame is None or self._max - frame.size - _ENTRY.size < _MIN_USEFUL_ROOM:
+            frame = self._new_frame()
+        frame.starts.append(op)
+        if total < _COPY_BELOW and total <= self._max - frame.size - _ENTRY.size:
+            # The common small append: one buffer for entry header and operation.
+            entry = b"".join((_ENTRY.pack(total, FIRST | LAST), *parts))
+            frame.parts.append(entry)
+            frame.size += len(entry)
+            return
+        self._add_spanning(frame, parts, total)
+
+    def _add_spanning(self, frame: Frame, parts: list[Buffer], total: int) -> None:
+        views = [memoryview(p).cast("B") for p in parts]
+        written = 0
+        flags = FIRST
+        while True:
+            room = self._max - frame.size - _ENTRY.size
+            take = min(room, total - written)
+            if written + take == total:
+                flags |= LAST
+            frame.parts.append(_ENTRY.pack(take, flags))
+            frame.size += _ENTRY.size + take
+            remaining = take
+            while remaining:
+                view = views[0]
+                if len(view) <= remaining:
+                    frame.parts.append(view)
+                    remaining -= len(view)
+                    views.pop(0)
+                else:
+                    frame.parts.append(view[:remaining])
+                    views[0] = view[remaining:]
+                    remaining = 0
+            written += take
+            if flags & LAST:
+                return
+            flags = 0
+            frame = self._new_frame()
+
+    def _new_frame(self) -> Frame:
+        self._current = Frame()
+        self._frames.append(self._current)
+        return self._current
+
+    def take_frames(self) -> list[Frame]:
+        """Every frame built so far; the builder starts afresh."""
+        frames, self._frames, self._current = self._frames, [], None
+        return frames
+
+
+class DataFrameReader:
+    """Turns frames back into operations, in order, reassembling those that span frames.
+
+    A piece without FIRST and nothing pending is the tail of an operation whose start was
+    truncated away; a FIRST while pieces are pending means the pending operation was torn by a
+    crash before it was acknowledged. Both are dropped.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[memoryview] = []
+        self._pending_address = -1
+
+    def read(self, address: int, frame: bytes) -> Iterator[Operation]:
+        view = memoryview(frame)
+        if len(view) < _VERSION.size or view[0] != FORMAT_VERSION:
+            raise FrameFormatError(f"frame at {address} has an unknown format")
+        position = _VERSION.size
+        while position < len(view):
+            if position + _ENTRY.size > len(view):
+                raise FrameFormatError(f"frame at {address} ends inside an entry header")
+            length, flags = _ENTRY.unpack_from(view, position)
+            position += _ENTRY.size
+            piece = view[position : position + length]
+            if len(piece) != length:
+                raise FrameFormatError(f"frame at {address} ends inside an entry")
+            position += length
+            if flags & FIRST:
+                self._pending = [piece]
+                self._pending_address = address
+            elif self._pending:
+                self._pending.append(piece)
+            else:
+                continue
+            if flags & LAST:
+                body = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+                self._pending = []
+                op = decode(memoryview(body))
+                op.address = self._pending_address
+                yield op

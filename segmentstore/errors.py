@@ -1,0 +1,190 @@
+"""The one exception tree of the segment store; the HTTP layer maps it to statuses in one place.
+
+    SegmentStoreError                      code (API.md, Errors)
+    ├── InvalidNameError                   invalid_name
+    ├── InvalidArgumentError               invalid_argument
+    ├── UnauthorizedError                  unauthorized
+    ├── ForbiddenError                     forbidden
+    ├── SegmentNotFoundError               segment_not_found
+    ├── ContainerNotFoundError             container_not_found
+    ├── SegmentExistsError                 segment_exists
+    ├── SegmentSealedError                 segment_sealed
+    ├── SegmentTruncatedError              segment_truncated      (start_offset)
+    ├── BadOffsetError                     bad_offset             (expected_offset, length)
+    ├── BadAttributeUpdateError            bad_attribute_update   (key)
+    ├── PayloadTooLargeError               payload_too_large      (limit)
+    ├── OffsetBeyondEndError               offset_beyond_end      (offset, length)
+    ├── EndOfSegmentError                  end_of_segment         (length)
+    ├── InvalidEventsError                 invalid_events
+    ├── ThrottledError                     throttled              (retry_after_ms)
+    ├── ContainerUnavailableError          container_unavailable  (container, retry_after_ms)
+    └── InsufficientStorageError           insufficient_storage
+
+Each leaf carries its fields as attributes; :meth:`SegmentStoreError.fields` lists them for the
+wire, so no caller has to parse a message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class SegmentStoreError(Exception):
+    code: ClassVar[str] = "internal"
+    _field_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def fields(self) -> dict[str, Any]:
+        """The structured fields of this error, as they go into the error body."""
+        return {name: getattr(self, name) for name in self._field_names}
+
+
+class InvalidNameError(SegmentStoreError):
+    code = "invalid_name"
+
+
+class InvalidArgumentError(SegmentStoreError):
+    code = "invalid_argument"
+
+
+class UnauthorizedError(SegmentStoreError):
+    code = "unauthorized"
+
+
+class ForbiddenError(SegmentStoreError):
+    code = "forbidden"
+
+
+class SegmentNotFoundError(SegmentStoreError):
+    code = "segment_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"segment {name!r} does not exist")
+        self.name = name
+
+
+class ContainerNotFoundError(SegmentStoreError):
+    code = "container_not_found"
+
+    def __init__(self, container: int) -> None:
+        super().__init__(f"container {container} is not served here")
+        self.container = container
+
+
+class SegmentExistsError(SegmentStoreError):
+    code = "segment_exists"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"segment {name!r} already exists")
+        self.name = name
+
+
+class SegmentSealedError(SegmentStoreError):
+    code = "segment_sealed"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"segment {name!r} is sealed")
+        self.name = name
+
+
+class SegmentTruncatedError(SegmentStoreError):
+    code = "segment_truncated"
+    _field_names = ("start_offset",)
+
+    def __init__(self, name: str, start_offset: int) -> None:
+        super().__init__(f"segment {name!r} is truncated below offset {start_offset}")
+        self.name = name
+        self.start_offset = start_offset
+
+
+class BadOffsetError(SegmentStoreError):
+    code = "bad_offset"
+    _field_names = ("expected_offset", "length")
+
+    def __init__(self, name: str, expected_offset: int, length: int) -> None:
+        super().__init__(
+            f"segment {name!r} has length {length}, not the expected offset {expected_offset}"
+        )
+        self.name = name
+        self.expected_offset = expected_offset
+        self.length = length
+
+
+class BadAttributeUpdateError(SegmentStoreError):
+    code = "bad_attribute_update"
+    _field_names = ("key",)
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"attribute {key!r}: {reason}")
+        self.key = key
+
+
+class PayloadTooLargeError(SegmentStoreError):
+    code = "payload_too_large"
+    _field_names = ("limit",)
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"{size} bytes is more than the limit of {limit}")
+        self.limit = limit
+
+
+class OffsetBeyondEndError(SegmentStoreError):
+    code = "offset_beyond_end"
+    _field_names = ("offset", "length")
+
+    def __init__(self, name: str, offset: int, length: int) -> None:
+        super().__init__(f"offset {offset} is beyond the end ({length}) of segment {name!r}")
+        self.offset = offset
+        self.length = length
+
+
+class EndOfSegmentError(SegmentStoreError):
+    code = "end_of_segment"
+    _field_names = ("length",)
+
+    def __init__(self, name: str, length: int) -> None:
+        super().__init__(f"segment {name!r} is sealed at length {length}")
+        self.length = length
+
+
+class InvalidEventsError(SegmentStoreError):
+    code = "invalid_events"
+
+
+class ThrottledError(SegmentStoreError):
+    code = "throttled"
+    _field_names = ("retry_after_ms",)
+
+    def __init__(self, reason: str, retry_after_ms: int) -> None:
+        super().__init__(f"throttled: {reason}")
+        self.retry_after_ms = retry_after_ms
+
+
+class ContainerUnavailableError(SegmentStoreError):
+    code = "container_unavailable"
+    _field_names = ("container", "retry_after_ms")
+
+    def __init__(self, container: int, reason: str, retry_after_ms: int = 1000) -> None:
+        super().__init__(f"container {container} is unavailable: {reason}")
+        self.container = container
+        self.retry_after_ms = retry_after_ms
+
+
+class InsufficientStorageError(SegmentStoreError):
+    code = "insufficient_storage"
+
+
+def leaf_error_classes() -> list[type[SegmentStoreError]]:
+    """Every concrete error class (for the HTTP mapping and the test that checks it is total)."""
+    found: list[type[SegmentStoreError]] = []
+    pending: list[type[SegmentStoreError]] = [SegmentStoreError]
+    while pending:
+        cls = pending.pop()
+        subclasses = cls.__subclasses__()
+        if not subclasses and cls is not SegmentStoreError:
+            found.append(cls)
+        pending.extend(subclasses)
+    return sorted(found, key=lambda c: c.__name__)

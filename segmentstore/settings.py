@@ -1,0 +1,71 @@
+"""The one settings tree: a frozen, validated model with a section per component.
+
+Units are in the key names. Only the composition root (the command line, or the embedded
+``SegmentStore.open``) builds a :class:`Settings`; components receive their own section.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StoreSettings(_Section):
+    data_dir: Path = Path("./data")
+    # Fixed for the life of a deployment: the data directory records it and refuses another.
+    containers: int = Field(default=4, ge=1, le=4096)
+    max_append_bytes: int = Field(default=8 * MiB, ge=1, le=64 * MiB)
+    max_read_bytes: int = Field(default=16 * MiB, ge=1, le=64 * MiB)
+    max_wait_ms: int = Field(default=60_000, ge=0)
+
+
+class DurableLogSettings(_Section):
+    # One Tier 1 record; larger operations span several frames.
+    max_frame_bytes: int = Field(default=1 * MiB, ge=4 * KiB, le=64 * MiB)
+    # Appends enqueued together are written and acknowledged together; a batch this large is
+    # sent to Tier 1 at once, so that one batch's fsync overlaps the preparation of the next.
+    batch_seal_bytes: int = Field(default=128 * KiB, ge=1)
+    # A metadata checkpoint is written after this many frames or bytes, whichever comes first;
+    # Tier 1 can only be truncated at a checkpoint, so these bound recovery time.
+    checkpoint_every_frames: int = Field(default=1000, ge=1)
+    checkpoint_every_bytes: int = Field(default=256 * MiB, ge=1)
+    # Back-pressure: appends accepted but not yet durable. Past it, appends wait up to
+    # throttle_max_delay_ms for room, then fail with `throttled`.
+    max_in_flight_bytes: int = Field(default=256 * MiB, ge=1 * MiB)
+    throttle_max_delay_ms: int = Field(default=5_000, ge=0)
+
+
+class Tier1Settings(_Section):
+    mode: Literal["local"] = "local"
+    # A local log file rolls once it holds this much; truncation deletes whole files.
+    segment_bytes: int = Field(default=64 * MiB, ge=4 * KiB)
+
+
+class Settings(_Section):
+    store: StoreSettings = StoreSettings()
+    durable_log: DurableLogSettings = DurableLogSettings()
+    tier1: Tier1Settings = Tier1Settings()
+
+    @model_validator(mode="after")
+    def _frames_fit_appends(self) -> Settings:
+        if self.durable_log.max_in_flight_bytes < self.store.max_append_bytes:
+            raise ValueError("durable_log.max_in_flight_bytes must hold one maximal append")
+        return self
+
+    def with_overrides(self, **sections: dict[str, Any]) -> Settings:
+        """A copy with ``section={key: value}`` overrides applied and validated."""
+        merged = self.model_dump()
+        for section, values in sections.items():
+            if section not in merged:
+                raise ValueError(f"unknown settings section {section!r}")
+            merged[section].update(values)
+        return Settings.model_validate(merged)

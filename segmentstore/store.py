@@ -1,0 +1,260 @@
+"""The embedded segment store: the API.md Python surface over a fixed set of containers.
+
+It validates arguments (names, offsets, sizes) before anything reaches a container, routes
+each segment to its container by Pravega's mapping, and owns the data directory's identity
+(``store.json``, which fixes the container count for the life of the data).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import os
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from segmentstore.attributes import AttributeUpdate
+from segmentstore.container import SegmentContainer
+from segmentstore.container_mapping import container_of
+from segmentstore.errors import (
+    ContainerNotFoundError,
+    InvalidArgumentError,
+    PayloadTooLargeError,
+)
+from segmentstore.names import transaction_name, validate_int64, validate_segment_name
+from segmentstore.segment_info import AppendResult, SegmentInfo
+from segmentstore.settings import Settings
+from tier1 import DurableDataLog
+from tier1.local import LocalDurableDataLog
+
+log = logging.getLogger(__name__)
+
+_IDENTITY_FILE = "store.json"
+
+
+@lru_cache(maxsize=65536)
+def _route(name: str, containers: int) -> int:
+    return container_of(validate_segment_name(name), containers)
+
+
+def _non_negative(what: str, value: object) -> int:
+    number = validate_int64(what, value)
+    if number < 0:
+        raise InvalidArgumentError(f"{what} must not be negative, not {number}")
+    return number
+
+
+class SegmentStore:
+    """Open with ``async with SegmentStore.open(data_dir) as store:``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._count = settings.store.containers
+        self.containers: list[SegmentContainer] = []
+        self._started = False
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        containers: int | None = None,
+        settings: Settings | None = None,
+        **overrides: dict[str, Any],
+    ) -> SegmentStore:
+        """A store over ``data_dir``; start it with ``async with`` or :meth:`start`.
+
+        ``overrides`` are settings sections, e.g. ``durable_log={"max_frame_bytes": 65536}``.
+        """
+        base = settings or Settings()
+        store_section = dict(overrides.pop("store", {}))
+        if data_dir is not None:
+            store_section["data_dir"] = Path(data_dir)
+        if containers is not None:
+            store_section["containers"] = containers
+        return cls(base.with_overrides(store=store_section, **overrides))
+
+    async def __aenter__(self) -> SegmentStore:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        data_dir = self.settings.store.data_dir
+        await asyncio.to_thread(self._claim_data_dir, data_dir)
+        self.containers = [
+            SegmentContainer(i, self.settings, functools.partial(self._data_log, i))
+            for i in range(self._count)
+        ]
+        log.info("starting %d containers over %s", self._count, data_dir)
+        await asyncio.gather(*(c.start() for c in self.containers))
+        self._started = True
+
+    def _data_log(self, container_id: int) -> DurableDataLog:
+        directory = self.settings.store.data_dir / "tier1" / f"container-{container_id:04d}"
+        return LocalDurableDataLog(directory, segment_bytes=self.settings.tier1.segment_bytes)
+
+    def _claim_data_dir(self, data_dir: Path) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        identity = data_dir / _IDENTITY_FILE
+        if identity.exists():
+            recorded = json.loads(identity.read_text())["containers"]
+            if recorded != self._count:
+                raise InvalidArgumentError(
+                    f"{data_dir} was created with {recorded} containers, not {self._count}:"
+                    " the container count cannot change"
+                )
+            return
+        temporary = identity.with_suffix(".tmp")
+        with open(temporary, "w") as f:
+            json.dump({"format": 1, "containers": self._count}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, identity)
+        directory = os.open(data_dir, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    async def close(self) -> None:
+        """Finish pending operations and release every container. Idempotent."""
+        if self._started:
+            self._started = False
+            await asyncio.gather(*(c.stop() for c in self.containers))
+
+    async def restart_container(self, container_id: int) -> SegmentContainer:
+        """Stop a container and recover it in place; its epoch is then higher."""
+        container = self.container(container_id)
+        await container.stop()
+        await container.start()
+        return container
+
+    def container(self, container_id: int) -> SegmentContainer:
+        if not 0 <= container_id < len(self.containers):
+            raise ContainerNotFoundError(container_id)
+        return self.containers[container_id]
+
+    def _for(self, name: str) -> SegmentContainer:
+        return self.containers[_route(name, self._count)]
+
+    # -- segments -------------------------------------------------------------------------
+
+    async def create_segment(
+        self,
+        name: str,
+        attributes: dict[str, int] | None = None,
+        retention: dict[str, int] | None = None,
+    ) -> SegmentInfo:
+        updates = [
+            AttributeUpdate.parse({"key": k, "value": v}) for k, v in (attributes or {}).items()
+        ]
+        policy = {}
+        for key, value in (retention or {}).items():
+            if key not in ("time_ms", "bytes"):
+                raise InvalidArgumentError(f"unknown retention policy {key!r}")
+            policy[key] = _non_negative(f"retention.{key}", value)
+        return await self._for(name).create_segment(name, {u.key: u.value for u in updates}, policy)
+
+    async def append(
+        self,
+        name: str,
+        data: bytes | bytearray | memoryview,
+        expected_offset: int | None = None,
+        *,
+        writer_id: str | None = None,
+        writer_seq: int | None = None,
+    ) -> AppendResult:
+        size = len(data)
+        if size == 0:
+            raise InvalidArgumentError("an append needs at least one byte")
+        limit = self.settings.store.max_append_bytes
+        if size > limit:
+            raise PayloadTooLargeError(size, limit)
+        if expected_offset is not None:
+            _non_negative("expected_offset", expected_offset)
+        if (writer_id is None) != (writer_seq is None):
+            raise InvalidArgumentError("writer_id and writer_seq go together")
+        if writer_id is not None:
+            if not 0 < len(writer_id) <= 256:
+                raise InvalidArgumentError("writer_id must be 1 to 256 characters")
+            _non_negative("writer_seq", writer_seq)
+        return await self._for(name).append(name, data, expected_offset, writer_id, writer_seq)
+
+    async def read(
+        self, name: str, offset: int, max_length: int | None = None, wait_ms: int = 0
+    ) -> bytes | memoryview:
+        """At most ``max_length`` bytes from ``offset`` (possibly fewer); waits up to
+        ``wait_ms`` at the tail of an unsealed segment and returns ``b""`` if nothing came."""
+        limits = self.settings.store
+        _non_negative("offset", offset)
+        length = limits.max_read_bytes if max_length is None else max_length
+        if _non_negative("max_length", length) == 0:
+            raise InvalidArgumentError("max_length must be at least 1")
+        if not 0 <= _non_negative("wait_ms", wait_ms) <= limits.max_wait_ms:
+            raise InvalidArgumentError(f"wait_ms must be at most {limits.max_wait_ms}")
+        return await self._for(name).read(name, offset, min(length, limits.max_read_bytes), wait_ms)
+
+    async def seal(self, name: str) -> SegmentInfo:
+        return await self._for(name).seal(name)
+
+    async def truncate(self, name: str, offset: int) -> SegmentInfo:
+        return await self._for(name).truncate(name, _non_negative("offset", offset))
+
+    async def merge(self, target: str, source: str) -> AppendResult:
+        container = self._for(target)
+        if self._for(source) is not container:
+            raise InvalidArgumentError(
+                f"{source!r} and {target!r} live in different containers; only a transaction"
+                " (or another segment of the same container) can be merged"
+            )
+        return await container.merge(target, source)
+
+    async def delete_segment(self, name: str) -> None:
+        await self._for(name).delete_segment(name)
+
+    async def begin_transaction(self, name: str) -> str:
+        """Create and return a transaction segment of ``name``; commit with :meth:`merge`."""
+        self._for(name).get_info(name)
+        transaction = transaction_name(name)
+        await self._for(transaction).create_segment(transaction)
+        return transaction
+
+    async def get_info(self, name: str) -> SegmentInfo:
+        return self._for(name).get_info(name)
+
+    async def get_attributes(self, name: str) -> dict[str, int]:
+        return self._for(name).get_attributes(name)
+
+    async def update_attributes(
+        self, name: str, updates: Iterable[AttributeUpdate | dict[str, Any]]
+    ) -> dict[str, int]:
+        parsed = [AttributeUpdate.parse(u) for u in updates]
+        if not parsed:
+            raise InvalidArgumentError("at least one attribute update is needed")
+        return await self._for(name).update_attributes(name, parsed)
+
+    async def list_segments(
+        self, prefix: str = "", *, after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        """Segment names starting with ``prefix``, sorted by code point, after ``after``."""
+        names = sorted(
+            n for c in self.containers for n in c.segment_names() if n.startswith(prefix)
+        )
+        if after is not None:
+            names = [n for n in names if n > after]
+        return names if limit is None else names[: _non_negative("limit", limit)]

@@ -1,0 +1,59 @@
+"""Which operations Tier 1 must still keep, so the Durable Log knows where it may truncate.
+
+Segment bytes at or above ``max(start_offset, storage_length)`` exist only in Tier 1 (and the
+cache, which is not durable): the operations that wrote them must stay replayable. This tracks,
+per segment, ranges of such bytes with the sequence number of the first append that wrote each
+range. Ranges are coalesced up to ``coalesce_bytes`` so the bookkeeping stays small; a range is
+only released once all of it is no longer needed, which errs on the side of keeping data.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+_START, _END, _SEQUENCE = 0, 1, 2
+
+
+class Tier1Retention:
+    def __init__(self, coalesce_bytes: int = 1 << 20) -> None:
+        self._coalesce = coalesce_bytes
+        self._ranges: dict[int, deque[list[int]]] = {}
+
+    def appended(self, segment_id: int, offset: int, end: int, sequence: int) -> None:
+        ranges = self._ranges.get(segment_id)
+        if ranges is None:
+            ranges = self._ranges[segment_id] = deque()
+        elif ranges:
+            last = ranges[-1]
+            if last[_END] == offset and end - last[_START] <= self._coalesce:
+                last[_END] = end
+                return
+        ranges.append([offset, end, sequence])
+
+    def release(self, segment_id: int, below_offset: int) -> None:
+        """Bytes below ``below_offset`` are truncated or in Tier 2: Tier 1 need not keep them."""
+        ranges = self._ranges.get(segment_id)
+        while ranges and ranges[0][_END] <= below_offset:
+            ranges.popleft()
+
+    def merged(self, source_id: int, target_id: int, target_offset: int) -> None:
+        """The source's bytes now sit at ``target_offset`` in the target."""
+        source = self._ranges.pop(source_id, None)
+        if not source:
+            return
+        shift = target_offset - source[0][_START]
+        start, end = source[0][_START] + shift, source[-1][_END] + shift
+        first_sequence = min(r[_SEQUENCE] for r in source)
+        self._ranges.setdefault(target_id, deque()).append([start, end, first_sequence])
+
+    def deleted(self, segment_id: int) -> None:
+        self._ranges.pop(segment_id, None)
+
+    def needed_sequence(self) -> int | None:
+        """The lowest sequence number whose data Tier 1 must keep, or None if it keeps none."""
+        lowest: int | None = None
+        for ranges in self._ranges.values():
+            for entry in ranges:
+                if lowest is None or entry[_SEQUENCE] < lowest:
+                    lowest = entry[_SEQUENCE]
+        return lowest
