@@ -69,7 +69,7 @@ async def _serve(settings: Settings) -> None:
             print(
                 f"container {c.id}: {c.status.value}, epoch {c.epoch}, {c.segment_count} segments"
             )
-        data_dir = settings.store.data_dir
+        data_dir = settings.store.data_dir.resolve()
         print(
             f"segment store running on {data_dir} ({len(store.containers)} containers).\n"
             "Reach it from Python (the HTTP API is not part of this build yet):\n"
