@@ -27,6 +27,7 @@ FRAMEWORKS = {
     "pyarrow": {"tier1", "tier2", "jobs"},
     "boto3": {"tier1", "tier2"},
     "botocore": {"tier1", "tier2"},
+    "lmdb": {"cache"},
 }
 COMPOSITION_ROOT = ROOT / "segmentstore" / "cli.py"  # may import api/ and jobs/ (lazily)
 

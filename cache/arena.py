@@ -1,0 +1,118 @@
+"""``BlockArena``: fixed-size blocks in anonymous ``mmap`` buffers, and a stack of free blocks.
+
+Block ``b`` lives in buffer ``b // blocks_per_buffer`` at byte ``(b % blocks_per_buffer) *
+block_bytes``. Buffers are mapped only when the free blocks run out, up to ``max_blocks`` in
+all, so the arena's memory grows with its high-water mark, not with its bound. The free list
+is an ``array('i')`` used as a stack (4 bytes per block); it is kept so that popping yields
+ascending block ids, which makes the blocks of one allocation consecutive whenever they were
+freed or mapped together. A *run* is a ``(first block, count)`` of consecutive blocks in one
+buffer: one contiguous range of memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+from array import array
+
+Run = tuple[int, int]
+
+
+class BlockArena:
+    """Allocates and frees blocks; knows nothing of entries. Not thread-safe."""
+
+    def __init__(self, max_blocks: int, block_bytes: int, buffer_bytes: int) -> None:
+        if block_bytes <= 0 or buffer_bytes < block_bytes or buffer_bytes % block_bytes:
+            raise ValueError(
+                f"buffer_bytes ({buffer_bytes}) must be a positive multiple of "
+                f"block_bytes ({block_bytes})"
+            )
+        if max_blocks >= 1 << 31:
+            raise ValueError(f"at most 2**31 - 1 blocks, not {max_blocks}")
+        self.max_blocks = max_blocks
+        self.block_bytes = block_bytes
+        self.blocks_per_buffer = buffer_bytes // block_bytes
+        self.used_blocks = 0
+        self._buffers: list[mmap.mmap] = []
+        # One writable and one read-only view per buffer: slicing these costs no copy.
+        self.writable: list[memoryview] = []
+        self.readonly: list[memoryview] = []
+        self._mapped_blocks = 0
+        self._free = array("i")
+
+    @property
+    def mapped_bytes(self) -> int:
+        """Bytes of buffers mapped so far (the arena's share of the process's memory)."""
+        return self._mapped_blocks * self.block_bytes
+
+    def allocate(self, count: int) -> list[Run]:
+        """Take ``count`` free blocks (the caller checked the bound) as runs in ascending order."""
+        free = self._free
+        if len(free) < count:
+            self._map_buffers(count - len(free))
+        self.used_blocks += count
+        if count == 1:
+            return [(free.pop(), 1)]
+        taken = free[-count:]
+        del free[-count:]
+        low, high = min(taken), max(taken)
+        per_buffer = self.blocks_per_buffer
+        if high - low == count - 1:
+            # Distinct ids spanning count - 1 are exactly low..high: cut at buffer edges only.
+            runs = []
+            while low <= high:
+                end = min(high + 1, (low // per_buffer + 1) * per_buffer)
+                runs.append((low, end - low))
+                low = end
+            return runs
+        ids = sorted(taken)
+        runs = []
+        first = previous = ids[0]
+        for block in ids[1:]:
+            if block != previous + 1 or block % per_buffer == 0:
+                runs.append((first, previous - first + 1))
+                first = block
+            previous = block
+        runs.append((first, previous - first + 1))
+        return runs
+
+    def free(self, starts: array[int], ends: array[int]) -> None:
+        """Return runs (first blocks, cumulative block counts) to the free stack.
+
+        Pushed last block first, so the next allocation pops them in ascending order.
+        """
+        push = self._free.extend
+        for run in range(len(starts) - 1, -1, -1):
+            first = starts[run]
+            count = ends[run] - (ends[run - 1] if run else 0)
+            push(range(first + count - 1, first - 1, -1))
+            self.used_blocks -= count
+
+    def _map_buffers(self, blocks: int) -> None:
+        """Map buffers for at least ``blocks`` more blocks and push them as one descending
+        range, so that an allocation spanning several new buffers gets them in order."""
+        first = self._mapped_blocks
+        if first + blocks > self.max_blocks:
+            raise AssertionError("BlockArena.allocate called past max_blocks")
+        while self._mapped_blocks < first + blocks:
+            count = min(self.blocks_per_buffer, self.max_blocks - self._mapped_blocks)
+            buffer = mmap.mmap(-1, count * self.block_bytes, flags=mmap.MAP_PRIVATE)
+            self._buffers.append(buffer)
+            view = memoryview(buffer)
+            self.writable.append(view)
+            self.readonly.append(view.toreadonly())
+            self._mapped_blocks += count
+        self._free.extend(range(self._mapped_blocks - 1, first - 1, -1))
+
+    def close(self) -> None:
+        """Unmap the buffers. A buffer that callers still hold views of stays mapped until
+        the last of those views is gone (``mmap`` refuses to close under exported views)."""
+        for view in self.readonly + self.writable:
+            view.release()
+        for buffer in self._buffers:
+            with contextlib.suppress(BufferError):
+                buffer.close()
+        self._buffers.clear()
+        self.writable.clear()
+        self.readonly.clear()
+        self._free = array("i")
