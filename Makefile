@@ -33,8 +33,9 @@ lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP) ## Append benchmark against raw grouped fdatasync (writes bench-append.json)
+bench: $(STAMP) ## Append and read benchmarks, each with its same-run baseline (bench-*.json)
 	$(BIN)/segmentstore bench append --json bench-append.json
+	$(BIN)/segmentstore bench read --json bench-read.json
 
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -45,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     append.add_argument("--segments", type=int, default=16, help="writers share these")
     append.add_argument("--dir", default=None, help="where to write (default: temp dir)")
     append.add_argument("--json", default=None, help="also write the results here")
+    read = benches.add_parser("read", help="cached reads vs a plain copy; tail-read latency")
+    read.add_argument("--seconds", type=float, default=3.0, help="per read size")
+    read.add_argument("--appends", type=int, default=1000, help="per tail-latency case")
+    read.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    read.add_argument("--json", default=None, help="also write the results here")
     return parser
 
 
@@ -98,6 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from segmentstore.bench import append
 
         append.run(args.sizes, args.writers, args.seconds, args.segments, args.dir, args.json)
+        return 0
+    if args.command == "bench" and args.bench == "read":
+        from segmentstore.bench import read
+
+        read.run(args.seconds, args.appends, args.dir, args.json)
         return 0
     return 2
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 
+from cache import CacheFullError
 from segmentstore.attributes import AttributeUpdate
+from segmentstore.cache_manager import CacheManager
 from segmentstore.data_frame import FrameFormatError
 from segmentstore.durable_log import DurableLog
 from segmentstore.errors import (
@@ -59,10 +61,12 @@ class SegmentContainer:
         container_id: int,
         settings: Settings,
         data_log_factory: Callable[[], DurableDataLog],
+        cache_manager: CacheManager,
     ) -> None:
         self.id = container_id
         self._settings = settings
         self._data_log_factory = data_log_factory
+        self._cache_manager = cache_manager
         self.status = ContainerStatus.STOPPED
         self.failure: str | None = None
         self.recovery = RecoveryStats()
@@ -82,9 +86,17 @@ class SegmentContainer:
     def epoch(self) -> int:
         return self._durable.epoch
 
+    def _read_indexes(self) -> Iterable[SegmentReadIndex]:
+        return self._indexes.values()
+
+    def _new_index(self) -> SegmentReadIndex:
+        manager = self._cache_manager
+        return SegmentReadIndex(manager.cache, manager.clock, self._settings.cache.max_entry_bytes)
+
     async def start(self) -> None:
         """Recover from Tier 1 and start accepting operations; a failure leaves it offline."""
         self._reset()
+        self._cache_manager.register(self._read_indexes)
         self.status = ContainerStatus.RECOVERING
         self.failure = None
         started = time.monotonic()
@@ -110,6 +122,9 @@ class SegmentContainer:
         except (DataLogError, LogReplayError, FrameFormatError) as error:
             await self._go_offline(error)
             return
+        except CacheFullError as error:
+            await self._go_offline(f"the cache is too small to recover this container: {error}")
+            return
         self.recovery.seconds = time.monotonic() - started
         self.status = ContainerStatus.RUNNING
         log.info(
@@ -122,25 +137,25 @@ class SegmentContainer:
         )
 
     async def stop(self) -> None:
-        if self._log is not None:
-            await self._log.stop()
-        if self._data_log is not None:
-            await self._data_log.close()
-        for index in self._indexes.values():
-            index.notify()
+        await self._release_resources()
         if self.status is not ContainerStatus.OFFLINE:
             self.status = ContainerStatus.STOPPED
 
-    async def _go_offline(self, error: BaseException) -> None:
+    async def _go_offline(self, error: BaseException | str) -> None:
         self.status = ContainerStatus.OFFLINE
         self.failure = str(error)
         log.error("container %d offline: %s", self.id, error)
+        await self._release_resources()
+
+    async def _release_resources(self) -> None:
         if self._log is not None:
             await self._log.stop()
         if self._data_log is not None:
             await self._data_log.close()
+        self._cache_manager.unregister(self._read_indexes)
         for index in self._indexes.values():
-            index.notify()
+            index.drop()  # frees its cache entries and wakes its tail readers
+        self._indexes = {}
 
     def _on_log_failure(self, error: BaseException) -> None:
         self.status = ContainerStatus.OFFLINE
@@ -153,7 +168,7 @@ class SegmentContainer:
     def _restore(self, metadata: ContainerMetadata) -> None:
         # Bytes appended before a checkpoint are, by the truncation rule, below each segment's
         # start offset or already in Tier 2: the read index starts empty for them.
-        self._indexes = {segment.id: SegmentReadIndex() for segment in metadata.segments.values()}
+        self._indexes = {segment.id: self._new_index() for segment in metadata.segments.values()}
 
     def _replay_one(self, metadata: ContainerMetadata, op: Operation) -> None:
         op.apply(metadata)
@@ -174,7 +189,7 @@ class SegmentContainer:
                     op.segment_id, op.offset, op.offset + len(op.data), op.sequence
                 )
             case CreateSegmentOperation():
-                self._indexes[op.segment_id] = SegmentReadIndex()
+                self._indexes[op.segment_id] = self._new_index()
             case SealOperation():
                 self._indexes[op.segment_id].notify()
             case TruncateOperation():
@@ -185,7 +200,7 @@ class SegmentContainer:
                 self._indexes[op.target_id].absorb(source, op.target_offset)
                 self._retention.merged(op.source_id, op.target_id, op.target_offset)
             case DeleteSegmentOperation():
-                self._indexes.pop(op.segment_id).notify()
+                self._indexes.pop(op.segment_id).drop()
                 self._retention.deleted(op.segment_id)
 
     # -- operations -----------------------------------------------------------------------
@@ -224,7 +239,13 @@ class SegmentContainer:
         writer_seq: int | None = None,
     ) -> AppendResult:
         op = AppendOperation(name, data, expected_offset, writer_id, writer_seq)
-        await self._process(op)
+        # Room in the cache is taken before the append is admitted: at commit its bytes go
+        # into the cache, which must never have to refuse them.
+        reserved = await self._cache_manager.reserve(len(data))
+        try:
+            await self._process(op)
+        finally:
+            self._cache_manager.release(reserved)
         if op.duplicate:
             return AppendResult(None, op.length_after, duplicate=True)
         return AppendResult(op.offset, op.length_after)

@@ -232,7 +232,14 @@ class DurableLog:
         checkpointed = False
         while in_flight and in_flight[0].frames_needed <= self._frames_durable:
             window = in_flight.popleft()
-            self._commit(window.written)
+            try:
+                self._commit(window.written)
+            except Exception as error:
+                # Durable in Tier 1 but not applied: this instance cannot go on. Recovery
+                # will apply it from the log.
+                in_flight.appendleft(window)
+                self._fail(error)
+                return
             self._in_flight_bytes -= window.bytes
             for op in window.written:
                 if isinstance(op, CheckpointOperation):

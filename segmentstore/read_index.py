@@ -1,65 +1,148 @@
-"""The read index: where each segment's readable bytes are, and who waits at its tail.
+"""The read index of one segment: where its readable bytes are, and who waits at its tail.
 
-Entries are kept per segment in offset order and found by binary search; each holds the bytes
-of one committed append (shared with the operation, not copied). Tail readers park a future
-that the next change to the segment (append, seal, merge, delete) completes.
+An AVL tree keyed by start offset holds entries that point at cache entries (DESIGN.md, "Read
+index and cache"). Appends in offset order grow the last entry until it holds
+``max_entry_bytes`` (the cache fills its last block first), so millions of small appends cost
+a few entries, not millions. Each entry remembers the cache generation of its last use; the
+cache manager evicts the oldest entries that already lie below ``storage_length`` (in Tier 2),
+never bytes that exist only in Tier 1.
+
+Tail readers park on a future that the segment's next change (append, seal, merge, delete)
+completes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from bisect import bisect_right
 
+from cache import Cache
+from segmentstore.avl_tree import AvlTree
 from segmentstore.operations import Buffer
 
 
-class SegmentReadIndex:
-    __slots__ = ("_data", "_offsets", "_tail")
+class IndexEntry:
+    __slots__ = ("address", "generation", "length")
 
-    def __init__(self) -> None:
-        self._offsets: list[int] = []
-        self._data: list[Buffer] = []
+    def __init__(self, address: int, length: int, generation: int) -> None:
+        self.address = address  # cache entry holding this entry's bytes
+        self.length = length
+        self.generation = generation  # cache generation of the last read or write
+
+
+class SegmentReadIndex:
+    __slots__ = ("_cache", "_clock", "_max_entry", "_tail", "_tree", "storage_length")
+
+    def __init__(self, cache: Cache, clock: GenerationClock, max_entry_bytes: int) -> None:
+        self._cache = cache
+        self._clock = clock
+        self._max_entry = max_entry_bytes
+        self._tree: AvlTree[IndexEntry] = AvlTree()
         self._tail: asyncio.Future[None] | None = None
+        # Bytes below this are in Tier 2, so their entries may be evicted.
+        self.storage_length = 0
+
+    # -- writes ---------------------------------------------------------------------------
 
     def append(self, offset: int, data: Buffer) -> None:
-        self._offsets.append(offset)
-        self._data.append(data)
+        """Index ``data`` at ``offset``; raises ``CacheFullError`` (changing nothing) if the
+        cache has no room, which the caller's reservation is meant to rule out."""
+        last = self._tree.last()
+        if last is not None:
+            start, entry = last
+            if start + entry.length == offset and entry.length + len(data) <= self._max_entry:
+                self._cache.append(entry.address, data)
+                entry.length += len(data)
+                entry.generation = self._clock.now
+                self.notify()
+                return
+        address = self._cache.insert(data)
+        self._tree.insert(offset, IndexEntry(address, len(data), self._clock.now))
         self.notify()
-
-    def read(self, offset: int, max_length: int) -> bytes | memoryview:
-        """Up to ``max_length`` contiguous bytes from ``offset``; empty if none are indexed."""
-        i = bisect_right(self._offsets, offset) - 1
-        if i < 0:
-            return b""
-        start = offset - self._offsets[i]
-        first = memoryview(self._data[i])[start:]
-        if len(first) >= max_length or i + 1 == len(self._data):
-            return first[:max_length]
-        pieces = [first]
-        remaining = max_length - len(first)
-        for data in self._data[i + 1 :]:
-            if remaining <= 0:
-                break
-            piece = memoryview(data)[:remaining]
-            pieces.append(piece)
-            remaining -= len(piece)
-        return b"".join(pieces)
 
     def truncate(self, start_offset: int) -> None:
-        """Drop entries that lie wholly below ``start_offset``."""
-        keep = bisect_right(self._offsets, start_offset) - 1
-        if keep > 0:
-            del self._offsets[:keep]
-            del self._data[:keep]
+        """Free the entries that lie wholly below ``start_offset``."""
+        found = self._tree.floor(start_offset)
+        if found is None:
+            return
+        start, entry = found
+        below = start_offset if start + entry.length <= start_offset else start
+        for removed in self._tree.remove_below(below):
+            self._cache.delete(removed.address)
 
     def absorb(self, source: SegmentReadIndex, at_offset: int) -> None:
-        """Take over ``source``'s entries, which now start at ``at_offset``."""
-        if source._offsets:
-            shift = at_offset - source._offsets[0]
-            self._offsets.extend(o + shift for o in source._offsets)
-            self._data.extend(source._data)
+        """Take over ``source``'s entries (no bytes copied): they now start at ``at_offset``."""
+        first = source._tree.first()
+        if first is not None:
+            shift = at_offset - first[0]
+            for start, entry in list(source._tree.items()):
+                self._tree.insert(start + shift, entry)
+            source._tree.clear()
         source.notify()
         self.notify()
+
+    def drop(self) -> None:
+        """Free every entry (the segment is deleted) and wake its tail readers."""
+        for _, entry in self._tree.items():
+            self._cache.delete(entry.address)
+        self._tree.clear()
+        self.notify()
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def read(self, offset: int, max_length: int) -> bytes:
+        """Up to ``max_length`` contiguous indexed bytes from ``offset`` (empty if none)."""
+        found = self._tree.floor(offset)
+        if found is not None:
+            start, entry = found
+            within = offset - start
+            if within + max_length <= entry.length:  # the common case: one entry serves it
+                entry.generation = self._clock.now
+                return self._cache.read(entry.address, within, max_length)
+        pieces: list[bytes] = []
+        position = offset
+        remaining = max_length
+        now = self._clock.now
+        for start, entry in self._tree.items(offset):
+            if start > position:
+                break  # a gap: not cached
+            within = position - start
+            if within >= entry.length:
+                continue
+            take = min(entry.length - within, remaining)
+            pieces.append(self._cache.read(entry.address, within, take))
+            entry.generation = now
+            position += take
+            remaining -= take
+            if not remaining:
+                break
+        if len(pieces) == 1:
+            return pieces[0]
+        return b"".join(pieces)
+
+    # -- eviction -------------------------------------------------------------------------
+
+    def evict(self, oldest_kept_generation: int) -> int:
+        """Evict entries in Tier 2 last used before ``oldest_kept_generation``; bytes freed."""
+        freed = 0
+        limit = self.storage_length
+        victims = []
+        for start, entry in self._tree.items():
+            if start + entry.length > limit:
+                break
+            if entry.generation < oldest_kept_generation:
+                victims.append(start)
+        for start in victims:
+            victim = self._tree.remove(start)
+            assert victim is not None
+            self._cache.evict(victim.address)
+            freed += victim.length
+        return freed
+
+    @property
+    def entries(self) -> int:
+        return len(self._tree)
+
+    # -- tail readers ---------------------------------------------------------------------
 
     def tail_changed(self) -> asyncio.Future[None]:
         """A future completed at the segment's next change."""
@@ -73,3 +156,13 @@ class SegmentReadIndex:
             self._tail = None
             if not tail.done():
                 tail.set_result(None)
+
+
+class GenerationClock:
+    """The cache's notion of time for least-recently-used eviction: a counter the cache
+    manager advances; entries remember the value of their last use."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0

@@ -44,6 +44,15 @@ class DurableLogSettings(_Section):
     throttle_max_delay_ms: int = Field(default=5_000, ge=0)
 
 
+class CacheSettings(_Section):
+    # The bound on cached payload: appends not yet in Tier 2 must fit, so past it appends wait
+    # for room (back-pressure), and Tier 2 data is evicted least recently used first.
+    max_bytes: int = Field(default=1024 * MiB, ge=1 * MiB)
+    block_bytes: int = Field(default=4 * KiB, ge=512, le=1 * MiB)
+    # Appends in offset order grow one read index entry up to this size.
+    max_entry_bytes: int = Field(default=1 * MiB, ge=4 * KiB)
+
+
 class Tier1Settings(_Section):
     mode: Literal["local"] = "local"
     # A local log file rolls once it holds this much; truncation deletes whole files.
@@ -53,12 +62,15 @@ class Tier1Settings(_Section):
 class Settings(_Section):
     store: StoreSettings = StoreSettings()
     durable_log: DurableLogSettings = DurableLogSettings()
+    cache: CacheSettings = CacheSettings()
     tier1: Tier1Settings = Tier1Settings()
 
     @model_validator(mode="after")
     def _frames_fit_appends(self) -> Settings:
         if self.durable_log.max_in_flight_bytes < self.store.max_append_bytes:
             raise ValueError("durable_log.max_in_flight_bytes must hold one maximal append")
+        if self.cache.max_bytes < self.store.max_append_bytes + self.cache.block_bytes:
+            raise ValueError("cache.max_bytes must hold one maximal append")
         return self
 
     def with_overrides(self, **sections: dict[str, Any]) -> Settings:

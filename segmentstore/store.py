@@ -18,7 +18,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from cache import BlockArenaCache
 from segmentstore.attributes import AttributeUpdate
+from segmentstore.cache_manager import CacheManager
 from segmentstore.container import SegmentContainer
 from segmentstore.container_mapping import container_of
 from segmentstore.errors import (
@@ -96,8 +98,15 @@ class SegmentStore:
     async def start(self) -> None:
         data_dir = self.settings.store.data_dir
         await asyncio.to_thread(self._claim_data_dir, data_dir)
+        cache = self.settings.cache
+        self.cache_manager = CacheManager(
+            BlockArenaCache(cache.max_bytes, block_bytes=cache.block_bytes),
+            self.settings.durable_log.throttle_max_delay_ms,
+        )
         self.containers = [
-            SegmentContainer(i, self.settings, functools.partial(self._data_log, i))
+            SegmentContainer(
+                i, self.settings, functools.partial(self._data_log, i), self.cache_manager
+            )
             for i in range(self._count)
         ]
         log.info("starting %d containers over %s", self._count, data_dir)
@@ -136,6 +145,7 @@ class SegmentStore:
         if self._started:
             self._started = False
             await asyncio.gather(*(c.stop() for c in self.containers))
+            self.cache_manager.cache.close()
 
     async def restart_container(self, container_id: int) -> SegmentContainer:
         """Stop a container and recover it in place; its epoch is then higher."""
