@@ -1,0 +1,76 @@
+"""Reading segments from Tier 2 through their manifests alone, without the service.
+
+This is what ``segmentstore tier2 ls|cat`` and the Spark jobs use. A read never consults a
+listing: the manifest names the chunks, and a chunk it names that is missing is an error, not a
+gap. ``list_segments`` lists only to find the manifests.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from tier2.chunk_storage import ChunkStorage, check_range
+from tier2.errors import ChunkNotFoundError, ManifestNotFoundError
+from tier2.layout import SEGMENTS_PREFIX, is_manifest_key
+from tier2.manifest import ManifestStore, SegmentManifest, parse_manifest
+
+
+class SegmentReader:
+    """Reads over one chunk storage. Blocking, like the storage under it; thread-safe."""
+
+    def __init__(self, storage: ChunkStorage) -> None:
+        self._storage = storage
+        self._manifests = ManifestStore(storage)
+
+    def read(self, name: str, offset: int, length: int) -> bytes:
+        """The bytes of ``[offset, offset + length)`` clamped to ``[start_offset, storage_length)``
+        of the segment's current manifest: they begin at ``max(offset, start_offset)`` and may be
+        fewer than asked, or none.
+
+        ``ManifestNotFoundError`` if the segment has no manifest; ``ChunkNotFoundError`` naming
+        the chunk and the segment if a chunk the manifest names is missing.
+        """
+        loaded = self._manifests.load(name)
+        if loaded is None:
+            raise ManifestNotFoundError(name)
+        return self.read_from(loaded[0], offset, length)
+
+    def read_from(self, manifest: SegmentManifest, offset: int, length: int) -> bytes:
+        """:meth:`read` through a manifest the caller already holds (one consistent snapshot for
+        many reads, as a Spark job plans them)."""
+        check_range(offset, length)
+        start = max(offset, manifest.start_offset)
+        end = min(offset + length, manifest.storage_length)
+        if start >= end:
+            return b""
+        first = bisect_right(manifest.chunks, start, key=lambda c: c.start_offset) - 1
+        pieces = []
+        for chunk in manifest.chunks[first:]:
+            if chunk.start_offset >= end:
+                break
+            low, high = max(start, chunk.start_offset), min(end, chunk.end_offset)
+            if low >= high:
+                continue  # an empty chunk
+            try:
+                pieces.append(self._storage.read(chunk.key, low - chunk.start_offset, high - low))
+            except ChunkNotFoundError as e:
+                raise ChunkNotFoundError(chunk.key, manifest.name) from e
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def list_segments(self, prefix: str = "") -> list[SegmentManifest]:
+        """The manifests of every segment whose name starts with ``prefix``, sorted by name.
+
+        Names come from the manifests (keys are hashes). A segment deleted while listing is
+        left out; a manifest that does not parse raises ``InvalidManifestError``.
+        """
+        found = []
+        for key in self._storage.list(SEGMENTS_PREFIX):
+            if not is_manifest_key(key):
+                continue
+            loaded = self._storage.get(key)
+            if loaded is None:
+                continue
+            manifest = parse_manifest(key, loaded[0])
+            if manifest.name.startswith(prefix):
+                found.append(manifest)
+        return sorted(found, key=lambda m: m.name)
