@@ -31,13 +31,20 @@ def segment_key(name: str) -> str:
     return SEGMENTS_PREFIX + hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
 
 
-def chunk_key(name: str, start_offset: int, epoch: int) -> str:
-    """The key of the chunk of ``name`` that starts at ``start_offset``, written by ``epoch``."""
+def chunk_key(name: str, start_offset: int, epoch: int, segment_id: int | None = None) -> str:
+    """The key of the chunk of ``name`` that starts at ``start_offset``, written by ``epoch``
+    for incarnation ``segment_id`` of the name (so that a new segment of a deleted name never
+    reuses a key that a merge target may still name)."""
     if not 0 <= start_offset <= _MAX_START_OFFSET:
         raise ValueError(f"start offset {start_offset} out of range")
     if not 0 <= epoch <= _MAX_EPOCH:
         raise ValueError(f"epoch {epoch} out of range")
-    return f"{segment_key(name)}/chunk-{start_offset:020d}-e{epoch:010d}"
+    key = f"{segment_key(name)}/chunk-{start_offset:020d}-e{epoch:010d}"
+    if segment_id is None:
+        return key
+    if not 0 <= segment_id <= _MAX_EPOCH:
+        raise ValueError(f"segment id {segment_id} out of range")
+    return f"{key}-s{segment_id:010d}"
 
 
 def manifest_key(name: str) -> str:

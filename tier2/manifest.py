@@ -25,6 +25,7 @@ FORMAT_VERSION = 1
 _FIELDS = {
     "format_version",
     "name",
+    "segment_id",
     "version",
     "owner_epoch",
     "start_offset",
@@ -66,6 +67,9 @@ class SegmentManifest:
     sealed: bool
     owner_epoch: int
     version: int
+    # Which incarnation of the name this is (names can be deleted and created again): a late
+    # cleanup of an older incarnation must recognise and spare a newer one's objects.
+    segment_id: int = 0
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -75,6 +79,7 @@ class SegmentManifest:
         document = {
             "format_version": self.format_version,
             "name": self.name,
+            "segment_id": self.segment_id,
             "version": self.version,
             "owner_epoch": self.owner_epoch,
             "start_offset": self.start_offset,
@@ -108,6 +113,7 @@ class SegmentManifest:
             sealed=document["sealed"],
             owner_epoch=document["owner_epoch"],
             version=document["version"],
+            segment_id=document["segment_id"],
             format_version=document["format_version"],
         )
 
@@ -195,7 +201,7 @@ def _validate(m: SegmentManifest) -> None:
         fail(f"format version {m.format_version!r} is not {FORMAT_VERSION}")
     if not isinstance(m.name, str) or not m.name:
         fail("the segment name must be a non-empty string")
-    for field in ("storage_length", "start_offset", "owner_epoch", "version"):
+    for field in ("storage_length", "start_offset", "owner_epoch", "version", "segment_id"):
         value = getattr(m, field)
         if type(value) is not int or value < 0:
             fail(f"{field} must be a non-negative integer, not {value!r}")

@@ -70,6 +70,7 @@ class TestDocument:
         assert data == {
             "format_version": 1,
             "name": NAME,
+            "segment_id": 0,
             "version": 1,
             "owner_epoch": 1,
             "start_offset": 0,
