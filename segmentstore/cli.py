@@ -36,6 +36,25 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--containers", type=int, default=None, help="default 4")
     serve.add_argument("--print-config", action="store_true", help="print settings and exit")
 
+    tier2 = commands.add_parser("tier2", help="read Tier 2 directly, without the service")
+    tier2_commands = tier2.add_subparsers(dest="tier2_command", required=True)
+    ls = tier2_commands.add_parser("ls", help="segments with manifests under a Tier 2 URI")
+    ls.add_argument("uri", help="file:///path, s3://bucket/prefix, hdfs://host:port/path")
+    ls.add_argument("--prefix", default="", help="only names starting with this")
+    cat = tier2_commands.add_parser("cat", help="a segment's bytes, read through its manifest")
+    cat.add_argument("uri")
+    cat.add_argument("name")
+    cat.add_argument("--offset", type=int, default=None, help="default: the start offset")
+    cat.add_argument("--length", type=int, default=None, help="default: to the storage length")
+    for command in (ls, cat):
+        command.add_argument(
+            "--option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="backend option, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable)",
+        )
+
     bench = commands.add_parser("bench", help="benchmarks, each against a baseline")
     benches = bench.add_subparsers(dest="bench", required=True)
     append = benches.add_parser("append", help="durable appends vs raw grouped fdatasync")
@@ -45,6 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     append.add_argument("--segments", type=int, default=16, help="writers share these")
     append.add_argument("--dir", default=None, help="where to write (default: temp dir)")
     append.add_argument("--json", default=None, help="also write the results here")
+    writer = benches.add_parser("writer", help="sustained ingest flushing to Tier 2 vs raw")
+    writer.add_argument("--seconds", type=float, default=20.0)
+    writer.add_argument("--writers", type=int, default=16)
+    writer.add_argument("--segments", type=int, default=8)
+    writer.add_argument("--size", type=_sizes, default=[64 * 1024], help="append size, e.g. 64k")
+    writer.add_argument("--flush-threshold", type=_sizes, default=[4 << 20], help="e.g. 4m")
+    writer.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    writer.add_argument("--json", default=None, help="also write the results here")
     read = benches.add_parser("read", help="cached reads vs a plain copy; tail-read latency")
     read.add_argument("--seconds", type=float, default=3.0, help="per read size")
     read.add_argument("--appends", type=int, default=1000, help="per tail-latency case")
@@ -89,6 +116,8 @@ async def _serve(settings: Settings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "tier2":
+        logging.disable(logging.INFO)  # stdout carries the data
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -99,10 +128,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         asyncio.run(_serve(settings))
         return 0
+    if args.command == "tier2":
+        from segmentstore import tier2_tools
+
+        options = dict(option.split("=", 1) for option in args.option)
+        if args.tier2_command == "ls":
+            return tier2_tools.list_segments(args.uri, args.prefix, options, sys.stdout)
+        return tier2_tools.cat_segment(
+            args.uri, args.name, args.offset, args.length, options, sys.stdout.buffer
+        )
     if args.command == "bench" and args.bench == "append":
         from segmentstore.bench import append
 
         append.run(args.sizes, args.writers, args.seconds, args.segments, args.dir, args.json)
+        return 0
+    if args.command == "bench" and args.bench == "writer":
+        from segmentstore.bench import writer
+
+        writer.run(
+            args.seconds,
+            args.writers,
+            args.segments,
+            args.size[0],
+            args.flush_threshold[0],
+            args.dir,
+            args.json,
+        )
         return 0
     if args.command == "bench" and args.bench == "read":
         from segmentstore.bench import read

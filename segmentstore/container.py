@@ -42,8 +42,11 @@ from segmentstore.read_index import SegmentReadIndex
 from segmentstore.recovery import RecoveryStats, replay
 from segmentstore.segment_info import AppendResult, SegmentInfo
 from segmentstore.settings import Settings
+from segmentstore.storage_writer import DeleteEvent, MergeEvent, StorageWriter
 from segmentstore.tier1_retention import Tier1Retention
+from segmentstore.tier2_reads import Tier2Reads
 from tier1 import DataLogError, DurableDataLog
+from tier2 import Tier2Error
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +65,13 @@ class SegmentContainer:
         settings: Settings,
         data_log_factory: Callable[[], DurableDataLog],
         cache_manager: CacheManager,
+        tier2: Tier2Reads,
     ) -> None:
         self.id = container_id
         self._settings = settings
         self._data_log_factory = data_log_factory
         self._cache_manager = cache_manager
+        self._tier2 = tier2
         self.status = ContainerStatus.STOPPED
         self.failure: str | None = None
         self.recovery = RecoveryStats()
@@ -77,6 +82,10 @@ class SegmentContainer:
         self._durable = ContainerMetadata(self.id)
         self._log: DurableLog | None = None
         self._indexes: dict[int, SegmentReadIndex] = {}
+        self._writer: StorageWriter | None = None
+        # Merged ranges whose bytes Tier 2 still has under the source's manifest:
+        # target id -> [(merge sequence, target offset, length, source name)].
+        self._merging: dict[int, list[tuple[int, int, int, str]]] = {}
         # Tier 1 frees space a whole file at a time: tracking finer than a file gains nothing.
         self._retention = Tier1Retention(coalesce_bytes=self._settings.tier1.segment_bytes // 8)
 
@@ -104,6 +113,10 @@ class SegmentContainer:
         try:
             self._data_log = self._data_log_factory()
             epoch = await self._data_log.open()
+            # Built before replay so that replayed merges and deletes queue up in it.
+            self._writer = StorageWriter(
+                self.id, epoch, self._tier2.storage, self._settings.storage_writer, self
+            )
             self._durable = await replay(
                 self.id, epoch, self._data_log, self._restore, self._replay_one, self.recovery
             )
@@ -119,6 +132,7 @@ class SegmentContainer:
             self._log.start()
             # Every start begins the log anew at a checkpoint, so the next recovery is bounded.
             await self._log.checkpoint()
+            self._writer.start()
         except (DataLogError, LogReplayError, FrameFormatError) as error:
             await self._go_offline(error)
             return
@@ -148,6 +162,8 @@ class SegmentContainer:
         await self._release_resources()
 
     async def _release_resources(self) -> None:
+        if self._writer is not None:
+            await self._writer.stop()
         if self._log is not None:
             await self._log.stop()
         if self._data_log is not None:
@@ -163,6 +179,14 @@ class SegmentContainer:
         for index in self._indexes.values():
             index.notify()
 
+    def writer_failed(self, error: BaseException) -> None:
+        """The Storage Writer stopped (fenced by a newer owner, or Tier 2 disagrees with us)."""
+        self.status = ContainerStatus.OFFLINE
+        self.failure = f"storage writer: {error}"
+        log.error("container %d offline: %s", self.id, self.failure)
+        for index in self._indexes.values():
+            index.notify()
+
     # -- applying committed operations ----------------------------------------------------
 
     def _restore(self, metadata: ContainerMetadata) -> None:
@@ -172,36 +196,92 @@ class SegmentContainer:
 
     def _replay_one(self, metadata: ContainerMetadata, op: Operation) -> None:
         op.apply(metadata)
-        self._index(op)
+        self._index(op, metadata)
 
     def _commit(self, ops: list[Operation]) -> None:
         durable = self._durable
         for op in ops:
             op.apply(durable)
-            self._index(op)
+            self._index(op, durable)
 
-    def _index(self, op: Operation) -> None:
-        """Reflect a durable operation in the read index and the Tier 1 retention."""
+    def _index(self, op: Operation, metadata: ContainerMetadata) -> None:
+        """Reflect an applied operation in the read index, the Storage Writer's queue and the
+        Tier 1 retention."""
+        writer = self._writer
+        assert writer is not None
         match op:
             case AppendOperation():
                 self._indexes[op.segment_id].append(op.offset, op.data)
                 self._retention.appended(
                     op.segment_id, op.offset, op.offset + len(op.data), op.sequence
                 )
+                writer.appended(metadata.by_id[op.segment_id])
             case CreateSegmentOperation():
                 self._indexes[op.segment_id] = self._new_index()
             case SealOperation():
                 self._indexes[op.segment_id].notify()
+                writer.changed(metadata.by_id[op.segment_id])
             case TruncateOperation():
                 self._indexes[op.segment_id].truncate(op.offset)
                 self._retention.release(op.segment_id, op.offset)
+                writer.changed(metadata.by_id[op.segment_id])
             case MergeOperation():
                 source = self._indexes.pop(op.source_id)
                 self._indexes[op.target_id].absorb(source, op.target_offset)
                 self._retention.merged(op.source_id, op.target_id, op.target_offset)
+                self._retention.hold(op.sequence)
+                self._merging.setdefault(op.target_id, []).append(
+                    (op.sequence, op.target_offset, op.source_length, op.source)
+                )
+                writer.enqueue(
+                    MergeEvent(op.sequence, op.target_id, op.source, op.source_id,
+                               op.target_offset, op.source_length)
+                )  # fmt: skip
             case DeleteSegmentOperation():
                 self._indexes.pop(op.segment_id).drop()
                 self._retention.deleted(op.segment_id)
+                self._retention.hold(op.sequence)
+                self._merging.pop(op.segment_id, None)
+                writer.enqueue(DeleteEvent(op.sequence, op.name, op.segment_id))
+
+    # -- the Storage Writer's view (WriterHost) -------------------------------------------
+
+    def read_pending(self, segment_id: int, offset: int, length: int) -> bytes:
+        data = self._indexes[segment_id].read(offset, length)
+        if len(data) != length:
+            raise AssertionError(f"bytes {offset}+{length} of segment {segment_id} not cached")
+        return data
+
+    def storage_advanced(self, segment_id: int, storage_length: int) -> None:
+        for metadata in self._metadata_copies():
+            segment = metadata.by_id.get(segment_id)
+            if segment is not None and storage_length > segment.storage_length:
+                segment.storage_length = min(storage_length, segment.length)
+        index = self._indexes.get(segment_id)
+        if index is not None:
+            index.storage_length = max(index.storage_length, storage_length)
+        self._retention.release(segment_id, storage_length)
+
+    def sealed_in_storage(self, segment_id: int) -> None:
+        for metadata in self._metadata_copies():
+            segment = metadata.by_id.get(segment_id)
+            if segment is not None:
+                segment.sealed_in_storage = True
+
+    def structural_applied(self, sequence: int) -> None:
+        self._retention.unhold(sequence)
+        for target, merges in list(self._merging.items()):
+            merges[:] = [m for m in merges if m[0] != sequence]
+            if not merges:
+                del self._merging[target]
+
+    def _metadata_copies(self) -> list[ContainerMetadata]:
+        # Storage lengths are not operations: both copies learn them, and checkpoints of the
+        # accepted copy persist them (recovery reconciles with Tier 2 in any case).
+        copies = [self._durable]
+        if self._log is not None:
+            copies.append(self._log.accepted)
+        return copies
 
     # -- operations -----------------------------------------------------------------------
 
@@ -261,9 +341,11 @@ class SegmentContainer:
             if offset > segment.length:
                 raise OffsetBeyondEndError(name, offset, segment.length)
             if offset < segment.length:
-                return self._indexes[segment.id].read(
-                    offset, min(max_length, segment.length - offset)
-                )
+                wanted = min(max_length, segment.length - offset)
+                data = self._indexes[segment.id].read(offset, wanted)
+                if data:
+                    return data
+                return await self._read_tier2(segment, offset, wanted)
             if segment.sealed:
                 raise EndOfSegmentError(name, segment.length)
             remaining = deadline - time.monotonic()
@@ -271,6 +353,23 @@ class SegmentContainer:
                 return b""
             changed = self._indexes[segment.id].tail_changed()
             await asyncio.wait([changed], timeout=remaining)
+
+    async def _read_tier2(self, segment: SegmentMetadata, offset: int, wanted: int) -> bytes:
+        """A cache miss: the bytes are in Tier 2 (under the segment's manifest, or under a
+        merged source's until the writer has moved them over)."""
+        for _, at, length, source in self._merging.get(segment.id, ()):
+            if at <= offset < at + length:
+                try:
+                    return await self._tier2.read(
+                        source, offset - at, min(wanted, at + length - offset)
+                    )
+                except Tier2Error:
+                    break  # the writer finished the merge meanwhile: the target has them now
+        index = self._indexes[segment.id]
+        try:
+            return await self._tier2.read_into(index, segment, offset, wanted)
+        except Tier2Error as error:
+            raise ContainerUnavailableError(self.id, f"Tier 2 read failed: {error}") from error
 
     async def seal(self, name: str) -> SegmentInfo:
         await self._process(SealOperation(name))
@@ -316,6 +415,14 @@ class SegmentContainer:
     @property
     def tier1_bytes(self) -> int:
         return 0 if self._data_log is None else self._data_log.size_bytes
+
+    @property
+    def tier2_lag_bytes(self) -> int:
+        return 0 if self._writer is None else self._writer.lag_bytes
+
+    @property
+    def storage_writer(self) -> StorageWriter | None:
+        return self._writer
 
     @property
     def durable_metadata(self) -> ContainerMetadata:

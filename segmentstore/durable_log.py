@@ -104,6 +104,11 @@ class DurableLog:
         self._task.add_done_callback(self._on_task_done)
 
     @property
+    def accepted(self) -> ContainerMetadata:
+        """The accepted metadata (the Storage Writer updates storage lengths in it)."""
+        return self._accepted
+
+    @property
     def in_flight_bytes(self) -> int:
         return self._in_flight_bytes
 

@@ -405,6 +405,8 @@ class MergeOperation(Operation):
             raise LogReplayError(f"merge of {source.name} into {target.name} does not fit")
         target.length += self.source_length
         target.last_modified_ms = self.time_ms
+        # Replayed operations carry ids only; the Storage Writer needs the names.
+        self.target, self.source = target.name, source.name
         metadata.remove(self.source_id)
 
     def _fields(self) -> dict[str, Any]:
@@ -436,7 +438,7 @@ class DeleteSegmentOperation(_SegmentOperation):
 
     def apply(self, metadata: ContainerMetadata) -> None:
         metadata.sequence = self.sequence
-        _by_id(metadata, self.segment_id)
+        self.name = _by_id(metadata, self.segment_id).name  # replay knows only the id
         metadata.remove(self.segment_id)
 
 

@@ -59,6 +59,23 @@ class SegmentReadIndex:
         self._tree.insert(offset, IndexEntry(address, len(data), self._clock.now))
         self.notify()
 
+    def insert_fetched(self, offset: int, data: bytes) -> None:
+        """Cache bytes fetched from Tier 2 at ``offset``, which must lie in a gap."""
+        address = self._cache.insert(data)
+        self._tree.insert(offset, IndexEntry(address, len(data), self._clock.now))
+
+    def gap_around(self, offset: int) -> tuple[int, int]:
+        """The uncached range around ``offset``: from the end of the entry before it to the
+        start of the entry after it (``offset`` itself must not be cached)."""
+        start, end = 0, 1 << 63
+        below = self._tree.floor(offset)
+        if below is not None:
+            start = below[0] + below[1].length
+        above = self._tree.ceiling(offset + 1)
+        if above is not None:
+            end = above[0]
+        return start, end
+
     def truncate(self, start_offset: int) -> None:
         """Free the entries that lie wholly below ``start_offset``."""
         found = self._tree.floor(start_offset)

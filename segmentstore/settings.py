@@ -53,6 +53,28 @@ class CacheSettings(_Section):
     max_entry_bytes: int = Field(default=1 * MiB, ge=4 * KiB)
 
 
+class Tier2Settings(_Section):
+    # file:///path, s3://bucket/prefix or hdfs://host:port/path; empty: <data_dir>/tier2.
+    uri: str = ""
+    # Backend options: endpoint_url, region, access_key, secret_key (S3).
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class StorageWriterSettings(_Section):
+    # A segment's pending bytes are written to Tier 2 once there are this many, or once the
+    # oldest has waited flush_interval_ms, or when a seal, merge or delete needs them there.
+    flush_threshold_bytes: int = Field(default=4 * MiB, ge=1)
+    flush_interval_ms: int = Field(default=30_000, ge=1)
+    # A chunk rolls at this size (where the backend can append; elsewhere a flush is a chunk).
+    max_chunk_bytes: int = Field(default=64 * MiB, ge=4 * KiB)
+    # Tier 2 outages are retried with exponential backoff between these bounds; meanwhile
+    # appends go on into Tier 1 and the cache until the cache bound pushes back.
+    retry_min_ms: int = Field(default=100, ge=1)
+    retry_max_ms: int = Field(default=10_000, ge=1)
+    # Reads that miss the cache fetch Tier 2 in aligned blocks of this size.
+    read_block_bytes: int = Field(default=1 * MiB, ge=4 * KiB)
+
+
 class Tier1Settings(_Section):
     mode: Literal["local"] = "local"
     # A local log file rolls once it holds this much; truncation deletes whole files.
@@ -64,6 +86,8 @@ class Settings(_Section):
     durable_log: DurableLogSettings = DurableLogSettings()
     cache: CacheSettings = CacheSettings()
     tier1: Tier1Settings = Tier1Settings()
+    tier2: Tier2Settings = Tier2Settings()
+    storage_writer: StorageWriterSettings = StorageWriterSettings()
 
     @model_validator(mode="after")
     def _frames_fit_appends(self) -> Settings:
@@ -72,6 +96,9 @@ class Settings(_Section):
         if self.cache.max_bytes < self.store.max_append_bytes + self.cache.block_bytes:
             raise ValueError("cache.max_bytes must hold one maximal append")
         return self
+
+    def tier2_uri(self) -> str:
+        return self.tier2.uri or (self.store.data_dir.resolve() / "tier2").as_uri()
 
     def with_overrides(self, **sections: dict[str, Any]) -> Settings:
         """A copy with ``section={key: value}`` overrides applied and validated."""

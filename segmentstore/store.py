@@ -31,8 +31,10 @@ from segmentstore.errors import (
 from segmentstore.names import transaction_name, validate_int64, validate_segment_name
 from segmentstore.segment_info import AppendResult, SegmentInfo
 from segmentstore.settings import Settings
+from segmentstore.tier2_reads import Tier2Reads
 from tier1 import DurableDataLog
 from tier1.local import LocalDurableDataLog
+from tier2 import Tier2Error, open_chunk_storage
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +68,13 @@ class SegmentStore:
         data_dir: str | os.PathLike[str] | None = None,
         *,
         containers: int | None = None,
+        tier2: str | None = None,
         settings: Settings | None = None,
         **overrides: dict[str, Any],
     ) -> SegmentStore:
         """A store over ``data_dir``; start it with ``async with`` or :meth:`start`.
 
+        ``tier2`` is a URI (``file://``, ``s3://``, ``hdfs://``; default ``<data_dir>/tier2``).
         ``overrides`` are settings sections, e.g. ``durable_log={"max_frame_bytes": 65536}``.
         """
         base = settings or Settings()
@@ -79,6 +83,8 @@ class SegmentStore:
             store_section["data_dir"] = Path(data_dir)
         if containers is not None:
             store_section["containers"] = containers
+        if tier2 is not None:
+            overrides["tier2"] = {**overrides.get("tier2", {}), "uri": tier2}
         return cls(base.with_overrides(store=store_section, **overrides))
 
     async def __aenter__(self) -> SegmentStore:
@@ -103,9 +109,23 @@ class SegmentStore:
             BlockArenaCache(cache.max_bytes, block_bytes=cache.block_bytes),
             self.settings.durable_log.throttle_max_delay_ms,
         )
+        uri = self.settings.tier2_uri()
+        try:
+            storage = await asyncio.to_thread(
+                open_chunk_storage, uri, options=dict(self.settings.tier2.options)
+            )
+        except Tier2Error as error:
+            raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
+        self.tier2 = Tier2Reads(
+            storage, self.cache_manager, self.settings.storage_writer.read_block_bytes
+        )
         self.containers = [
             SegmentContainer(
-                i, self.settings, functools.partial(self._data_log, i), self.cache_manager
+                i,
+                self.settings,
+                functools.partial(self._data_log, i),
+                self.cache_manager,
+                self.tier2,
             )
             for i in range(self._count)
         ]
@@ -146,6 +166,7 @@ class SegmentStore:
             self._started = False
             await asyncio.gather(*(c.stop() for c in self.containers))
             self.cache_manager.cache.close()
+            await asyncio.to_thread(self.tier2.storage.close)
 
     async def restart_container(self, container_id: int) -> SegmentContainer:
         """Stop a container and recover it in place; its epoch is then higher."""

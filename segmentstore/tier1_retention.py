@@ -1,10 +1,12 @@
 """Which operations Tier 1 must still keep, so the Durable Log knows where it may truncate.
 
 Segment bytes at or above ``max(start_offset, storage_length)`` exist only in Tier 1 (and the
-cache, which is not durable): the operations that wrote them must stay replayable. This tracks,
-per segment, ranges of such bytes with the sequence number of the first append that wrote each
-range. Ranges are coalesced up to ``coalesce_bytes`` so the bookkeeping stays small; a range is
-only released once all of it is no longer needed, which errs on the side of keeping data.
+cache, which is not durable): the operations that wrote them must stay replayable, and so
+must merges and deletes that the Storage Writer has not applied to Tier 2 yet (*holds*). This
+tracks, per segment, ranges of such bytes with the sequence number of the first append that
+wrote each range. Ranges are coalesced up to ``coalesce_bytes`` so the bookkeeping stays
+small; a range is only released once all of it is no longer needed, which errs on the side of
+keeping data.
 """
 
 from __future__ import annotations
@@ -18,6 +20,14 @@ class Tier1Retention:
     def __init__(self, coalesce_bytes: int = 1 << 20) -> None:
         self._coalesce = coalesce_bytes
         self._ranges: dict[int, deque[list[int]]] = {}
+        # Operations (merges, deletes) that Tier 2 has not applied yet: replay must see them.
+        self._held: set[int] = set()
+
+    def hold(self, sequence: int) -> None:
+        self._held.add(sequence)
+
+    def unhold(self, sequence: int) -> None:
+        self._held.discard(sequence)
 
     def appended(self, segment_id: int, offset: int, end: int, sequence: int) -> None:
         ranges = self._ranges.get(segment_id)
@@ -51,7 +61,7 @@ class Tier1Retention:
 
     def needed_sequence(self) -> int | None:
         """The lowest sequence number whose data Tier 1 must keep, or None if it keeps none."""
-        lowest: int | None = None
+        lowest: int | None = min(self._held, default=None)
         for ranges in self._ranges.values():
             for entry in ranges:
                 if lowest is None or entry[_SEQUENCE] < lowest:

@@ -57,11 +57,14 @@ async def test_writing_ten_times_the_cache_keeps_memory_bounded(tmp_path: Path) 
         growth = peak_resident - baseline
         print(
             f"wrote {written / MiB:.0f} MiB, peak cache use {peak_used / MiB:.1f} MiB,"
-            f" {throttled} throttled appends, resident growth {growth / MiB:.1f} MiB"
+            f" {throttled} throttled appends,"
+            f" {store.cache_manager.stats.evictions} evictions,"
+            f" resident growth {growth / MiB:.1f} MiB"
         )
         assert written >= 10 * CACHE
-        assert CACHE * 3 // 4 <= peak_used <= CACHE  # the bound was reached, and held
-        assert throttled > 0  # and it pushed back
+        assert CACHE * 3 // 4 <= peak_used <= CACHE  # the bound was reached, and held:
+        # by evicting what the Storage Writer had moved to Tier 2, or by pushing back.
+        assert throttled > 0 or store.cache_manager.stats.evictions > 0
         # The cache's own bound plus a fixed allowance for in-flight payloads and the runtime.
         assert growth <= CACHE + 48 * MiB, growth / MiB
 
