@@ -36,6 +36,7 @@ lint: $(STAMP) ## ruff and mypy
 bench: $(STAMP) ## Append and read benchmarks, each with its same-run baseline (bench-*.json)
 	$(BIN)/segmentstore bench append --json bench-append.json
 	$(BIN)/segmentstore bench read --json bench-read.json
+	$(BIN)/segmentstore bench writer --json bench-writer.json
 
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
