@@ -26,7 +26,7 @@ from segmentstore.errors import (
     ThrottledError,
     UnauthorizedError,
 )
-from segmentstore.segment_info import AppendResult, SegmentInfo
+from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
 from segmentstore.settings import Settings
 from segmentstore.store import SegmentStore
 
@@ -38,6 +38,7 @@ __all__ = [
     "ContainerNotFoundError",
     "ContainerUnavailableError",
     "EndOfSegmentError",
+    "EventsRead",
     "ForbiddenError",
     "InsufficientStorageError",
     "InvalidArgumentError",

@@ -48,3 +48,12 @@ class AppendResult:
     offset: int | None
     length: int
     duplicate: bool = False
+    events: int | None = None  # for an append of framed events: how many
+
+
+@dataclass(frozen=True, slots=True)
+class EventsRead:
+    """Whole framed events read from a segment, and the offset of the next event."""
+
+    data: bytes
+    next_offset: int

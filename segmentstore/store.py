@@ -8,11 +8,12 @@ each segment to its container by Pravega's mapping, and owns the data directory'
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from types import TracebackType
@@ -26,10 +27,14 @@ from segmentstore.container_mapping import container_of
 from segmentstore.errors import (
     ContainerNotFoundError,
     InvalidArgumentError,
+    InvalidEventsError,
     PayloadTooLargeError,
 )
+from segmentstore.events import HEADER as EVENT_HEADER
+from segmentstore.events import count as count_events
+from segmentstore.events import encode, event_size_at, whole_events
 from segmentstore.names import transaction_name, validate_int64, validate_segment_name
-from segmentstore.segment_info import AppendResult, SegmentInfo
+from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
 from segmentstore.settings import Settings
 from segmentstore.tier2_reads import Tier2Reads
 from tier1 import DurableDataLog
@@ -239,6 +244,64 @@ class SegmentStore:
         if not 0 <= _non_negative("wait_ms", wait_ms) <= limits.max_wait_ms:
             raise InvalidArgumentError(f"wait_ms must be at most {limits.max_wait_ms}")
         return await self._for(name).read(name, offset, min(length, limits.max_read_bytes), wait_ms)
+
+    async def append_events(
+        self,
+        name: str,
+        events: bytes | bytearray | memoryview | Sequence[bytes],
+        expected_offset: int | None = None,
+        *,
+        writer_id: str | None = None,
+        writer_seq: int | None = None,
+    ) -> AppendResult:
+        """Append a batch of events atomically: ``events`` is framed bytes (API.md, Event
+        framing) or a sequence of payloads to frame. Bad framing is ``InvalidEventsError``
+        and appends nothing."""
+        body = events if isinstance(events, bytes | bytearray | memoryview) else encode(events)
+        limit = self.settings.store.max_append_bytes
+        if len(body) > limit:
+            raise PayloadTooLargeError(len(body), limit)
+        count = count_events(body, limit - EVENT_HEADER.size)
+        result = await self.append(
+            name, body, expected_offset, writer_id=writer_id, writer_seq=writer_seq
+        )
+        return dataclasses.replace(result, events=None if result.duplicate else count)
+
+    async def read_events(
+        self, name: str, offset: int, max_bytes: int | None = None, wait_ms: int = 0
+    ) -> EventsRead:
+        """Whole events from ``offset`` (an event boundary), about ``max_bytes`` of them but
+        always at least one when one is there, even if it is larger; none if none came
+        within ``wait_ms``."""
+        data = bytes(await self.read(name, offset, max_bytes, wait_ms))
+        if not data:
+            return EventsRead(b"", offset)
+        max_payload = self.settings.store.max_append_bytes - EVENT_HEADER.size
+        whole = whole_events(data, offset, max_payload)
+        if whole == 0:
+            # The first event is larger than max_bytes (or its header was cut): read it whole.
+            size = event_size_at(data, offset, max_payload) or EVENT_HEADER.size
+            data = await self._read_exactly(name, offset, size, data)
+            size = event_size_at(data, offset, max_payload) or len(data) + 1
+            if len(data) < size:
+                raise InvalidEventsError(
+                    f"the bytes at offset {offset} of {name!r} are not a whole event"
+                )
+            whole = size
+        return EventsRead(data[:whole], offset + whole)
+
+    async def _read_exactly(self, name: str, offset: int, size: int, have: bytes) -> bytes:
+        """``size`` bytes from ``offset`` (fewer only if the segment ends first)."""
+        pieces = [have]
+        got = len(have)
+        while got < size:
+            info = await self.get_info(name)
+            if offset + got >= info.length:
+                break
+            piece = await self.read(name, offset + got, size - got)
+            pieces.append(bytes(piece))
+            got += len(piece)
+        return b"".join(pieces)
 
     async def seal(self, name: str) -> SegmentInfo:
         return await self._for(name).seal(name)
