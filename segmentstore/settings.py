@@ -81,6 +81,17 @@ class Tier1Settings(_Section):
     segment_bytes: int = Field(default=64 * MiB, ge=4 * KiB)
 
 
+class ApiSettings(_Section):
+    # The embedded default serves loopback only; a deployment binds 0.0.0.0 explicitly.
+    host: str = "127.0.0.1"
+    port: int = Field(default=9090, ge=0, le=65535)
+
+
+class AuthSettings(_Section):
+    # token -> role. Empty: everyone may do everything (the default binds to loopback).
+    tokens: dict[str, Literal["read", "write", "admin"]] = Field(default_factory=dict)
+
+
 class Settings(_Section):
     store: StoreSettings = StoreSettings()
     durable_log: DurableLogSettings = DurableLogSettings()
@@ -88,6 +99,8 @@ class Settings(_Section):
     tier1: Tier1Settings = Tier1Settings()
     tier2: Tier2Settings = Tier2Settings()
     storage_writer: StorageWriterSettings = StorageWriterSettings()
+    api: ApiSettings = ApiSettings()
+    auth: AuthSettings = AuthSettings()
 
     @model_validator(mode="after")
     def _frames_fit_appends(self) -> Settings:
