@@ -31,10 +31,11 @@ from segmentstore.errors import SegmentStoreError
 from segmentstore.metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.segment_flusher import SegmentFlusher
 from segmentstore.settings import StorageWriterSettings
-from tier2 import ChunkStorage, ManifestStore, Tier2UnavailableError
+from tier2 import ChunkStorage, ManifestConflictError, ManifestStore, Tier2UnavailableError
 
 log = logging.getLogger(__name__)
 
+_STOP_GRACE_S = 30.0
 _MAX_PIECE = 64 << 20  # bytes taken from the cache per chunk write (and manifest update)
 
 
@@ -123,9 +124,12 @@ class StorageWriter:
         self._task.add_done_callback(self._on_done)
 
     async def stop(self) -> None:
+        """Let the step under way finish (a worker thread cannot be cancelled, and a manifest
+        it saved after a restart would race the next owner's), then stop."""
         self._stopping = True
         self._wakeup.set()
         if self._task is not None:
+            await asyncio.wait([self._task], timeout=_STOP_GRACE_S)
             self._task.cancel()
             await asyncio.wait([self._task])
 
@@ -168,16 +172,20 @@ class StorageWriter:
 
     async def _retrying(self, step: Callable[[], object]) -> None:
         delay = self._settings.retry_min_ms / 1000
-        while True:
+        while not self._stopping:
             try:
                 await step()  # type: ignore[misc]
                 if self.last_error is not None:
                     log.info("container %d: Tier 2 is back", self._container_id)
                     self.last_error = None
                 return
-            except Tier2UnavailableError as error:
+            except (Tier2UnavailableError, ManifestConflictError) as error:
+                if isinstance(error, ManifestConflictError):
+                    # Someone else's save got in (a fenced owner's late write is refused by
+                    # epoch); forget what we knew and read the manifests again.
+                    self._flushers.clear()
                 if self.last_error is None:
-                    log.warning("container %d: Tier 2 unavailable, retrying: %s",
+                    log.warning("container %d: Tier 2 write failed, retrying: %s",
                                 self._container_id, error)  # fmt: skip
                 self.last_error = str(error)
                 await asyncio.sleep(delay)
