@@ -1,0 +1,76 @@
+"""The HTTP app factory: a thin shell over an embedded :class:`SegmentStore` (API.md).
+
+``create_app`` wires the routes, the one error mapping and three middlewares around a store
+that the caller owns: the caller starts it before requests arrive and closes it after (see
+:mod:`api.server`, which does both in the ASGI lifespan). A request passes, outermost first:
+
+1. metrics (times everything, refusals included);
+2. auth (``401``/``403`` before anything else is looked at);
+3. the body limit (``413`` before a large body is buffered);
+4. routing, then the route, whose errors the handlers of :mod:`api.errors` map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import FastAPI, Security
+from fastapi.security import HTTPBearer
+
+from api.auth import TokenAuthMiddleware
+from api.bodies import BodyLimitMiddleware
+from api.errors import install_error_handlers
+from api.metrics import Metrics, MetricsMiddleware
+from api.routes.containers import containers_router
+from api.routes.data import data_router
+from api.routes.health import health_router
+from api.routes.segments import action_router, resource_router
+from segmentstore.store import SegmentStore
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+DESCRIPTION = """\
+A Pravega-style tiered segment store. Segment names may contain `/`; an action follows the
+name after a colon (`POST /v1/segments/scope/stream/0:append`); `#` is sent as `%23`.
+Errors are `{"error": {"code", "message", ...fields}}`. With tokens configured, `/v1` needs
+`Authorization: Bearer TOKEN` with the role `read` (GET), `write` (changes) or `admin`
+(container restart).
+"""
+
+
+def create_app(
+    store: SegmentStore,
+    auth_tokens: Mapping[str, str] | None = None,
+    *,
+    lifespan: Lifespan | None = None,
+) -> FastAPI:
+    """The app over ``store``. ``auth_tokens`` maps token to role (``read``, ``write``,
+    ``admin``); none means open. ``ValueError`` on an unknown role."""
+    bearer = HTTPBearer(auto_error=False, description="a token of role read, write or admin")
+    app = FastAPI(
+        title="segmentstore",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        # Paths with a trailing "/" are names (an empty one is 400 invalid_name), not typos.
+        redirect_slashes=False,
+    )
+    metrics = Metrics()
+    install_error_handlers(app)
+
+    # Documents the bearer scheme in OpenAPI when there is one; the middleware enforces it.
+    v1 = [Security(bearer)] if auth_tokens else []
+    # Order matters: the plain /v1/segments/{name} routes would match "name:action" as well
+    # ({name} is a path parameter), so every route with an action is tried first.
+    app.include_router(data_router(store, metrics), dependencies=v1)
+    app.include_router(action_router(store), dependencies=v1)
+    app.include_router(resource_router(store), dependencies=v1)
+    app.include_router(containers_router(store), dependencies=v1)
+    app.include_router(health_router(store, metrics))
+
+    # add_middleware wraps what is there: the last added is the outermost.
+    app.add_middleware(BodyLimitMiddleware, raw_limit=store.settings.store.max_append_bytes)
+    app.add_middleware(TokenAuthMiddleware, tokens=dict(auth_tokens or {}))
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app

@@ -1,0 +1,98 @@
+"""Bearer-token auth for ``/v1`` (API.md, Auth).
+
+A token has a role; roles are ordered ``read < write < admin``. What a request needs follows
+from its method and path alone, so it is decided before routing, before the body is read and
+before any argument is validated (a client without a good token learns nothing else):
+
+- ``GET`` (and ``HEAD``) under ``/v1``: ``read``;
+- anything else under ``/v1/containers``: ``admin`` (restart);
+- anything else under ``/v1``: ``write`` (everything that changes a segment).
+
+With no tokens configured everyone may do everything. ``/healthz``, ``/readyz``, ``/metrics``
+and the OpenAPI document are never behind auth. Tokens are compared in constant time and
+never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from enum import IntEnum
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.errors import error_response
+from segmentstore.errors import ForbiddenError, UnauthorizedError
+
+
+class Role(IntEnum):
+    READ = 1
+    WRITE = 2
+    ADMIN = 3
+
+
+def parse_tokens(tokens: Mapping[str, str]) -> dict[bytes, Role]:
+    """``token -> role name`` as configured; ``ValueError`` on an unknown role or empty token."""
+    parsed = {}
+    for token, role in tokens.items():
+        if not token:
+            raise ValueError("an auth token must not be empty")
+        try:
+            parsed[token.encode()] = Role[role.upper()]
+        except KeyError:
+            raise ValueError(f"unknown role {role!r}: read, write or admin") from None
+    return parsed
+
+
+def required_role(method: str, path: str) -> Role | None:
+    """The role a request needs, or None if the path is not behind auth."""
+    if not (path == "/v1" or path.startswith("/v1/")):
+        return None
+    if method in ("GET", "HEAD"):
+        return Role.READ
+    if path.startswith("/v1/containers"):
+        return Role.ADMIN
+    return Role.WRITE
+
+
+def _bearer(scope: Scope) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == b"authorization":
+            header = bytes(value).strip()
+            scheme, _, token = header.partition(b" ")
+            token = token.strip()
+            return token if scheme.lower() == b"bearer" and token else None
+    return None
+
+
+class TokenAuthMiddleware:
+    def __init__(self, app: ASGIApp, tokens: Mapping[str, str]) -> None:
+        self.app = app
+        self._tokens = parse_tokens(tokens)
+
+    def role_of(self, presented: bytes) -> Role | None:
+        found = None
+        # No early exit: the time taken does not tell which token came close.
+        for token, role in self._tokens.items():
+            if hmac.compare_digest(token, presented):
+                found = role
+        return found
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self._tokens:
+            needed = required_role(scope["method"], scope["path"])
+            if needed is not None:
+                presented = _bearer(scope)
+                role = None if presented is None else self.role_of(presented)
+                if role is None:
+                    refusal = error_response(UnauthorizedError("a known bearer token is needed"))
+                    await refusal(scope, receive, send)
+                    return
+                if role < needed:
+                    forbidden = ForbiddenError(
+                        f"this needs the {needed.name.lower()} role; the token has"
+                        f" {role.name.lower()}"
+                    )
+                    await error_response(forbidden)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)

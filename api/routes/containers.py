@@ -1,0 +1,48 @@
+"""Containers: ``GET /v1/containers`` and ``POST /v1/containers/{id}:restart`` (for drills)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+
+from api.schemas import Containers, ContainerView, container_json, error_responses
+from segmentstore.container import ContainerStatus
+from segmentstore.errors import ContainerUnavailableError, InvalidArgumentError
+from segmentstore.store import SegmentStore
+
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def containers_router(store: SegmentStore) -> APIRouter:
+    router = APIRouter(prefix="/v1/containers", tags=["containers"])
+    # A container is stopped and started in two awaits; two restarts interleaving would start
+    # it twice. Restarts are rare (drills), so one at a time is plenty.
+    restarting = asyncio.Lock()
+
+    @router.get("", response_model=Containers, summary="Every container's state")
+    async def list_containers() -> Response:
+        return JSONResponse({"containers": [container_json(c) for c in store.containers]})
+
+    @router.post(
+        "/{container_id}:restart",
+        response_model=ContainerView,
+        responses=error_responses(400, 404, 503),
+        summary="Stop a container and recover it in place; answers once it runs again",
+    )
+    async def restart(container_id: str) -> Response:
+        # Parsed here rather than typed ``int`` so that "1_0" or "+1" are not containers.
+        if not _INTEGER.fullmatch(container_id):
+            raise InvalidArgumentError(f"a container id is an integer, not {container_id!r}")
+        wanted = store.container(int(container_id))  # 404 before waiting for the lock
+        async with restarting:
+            container = await store.restart_container(wanted.id)
+        if container.status is not ContainerStatus.RUNNING:
+            raise ContainerUnavailableError(
+                container.id, container.failure or container.status.value
+            )
+        return JSONResponse(container_json(container))
+
+    return router

@@ -1,0 +1,182 @@
+"""Segment data: ``:append``, ``:read``, ``:appendEvents``, ``:readEvents``.
+
+Bodies are raw bytes taken whole with ``request.body()`` (the body-limit middleware has
+already capped them); answers are raw bytes too. Reads carry the segment's state in headers,
+taken just after the read, so a client never needs a second request to know where it stands.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from api.metrics import Metrics
+from api.schemas import Appended, EventsAppended, error_responses
+from segmentstore.segment_info import AppendResult
+from segmentstore.store import SegmentStore
+
+OCTET_STREAM = "application/octet-stream"
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+RAW_BODY: dict[str, Any] = {
+    "requestBody": {"content": {OCTET_STREAM: _BINARY}, "required": True},
+}
+
+
+def _read_headers(description: str) -> dict[str, Any]:
+    names = {
+        "Segment-Read-Offset": "the offset read from",
+        "Segment-Start-Offset": "the segment's start offset (data below it is truncated)",
+        "Segment-Length": "the segment's length",
+        "Segment-Sealed": "`true` or `false`",
+    }
+    return {
+        "description": description,
+        "headers": {k: {"description": v, "schema": {"type": "string"}} for k, v in names.items()},
+    }
+
+
+def _read_responses(
+    what: str, extra_headers: dict[str, str], *errors: int
+) -> dict[int | str, dict[str, Any]]:
+    ok = _read_headers(what)
+    ok["content"] = {OCTET_STREAM: _BINARY}
+    none = _read_headers("no data came within wait_ms (an unsealed segment's tail)")
+    for entry in (ok, none):
+        for name, text in extra_headers.items():
+            entry["headers"][name] = {"description": text, "schema": {"type": "string"}}
+    return {200: ok, 204: none, **error_responses(400, 404, 410, 416, 503, *errors)}
+
+
+def _appended(result: AppendResult, events: bool) -> JSONResponse:
+    if result.duplicate:
+        return JSONResponse({"offset": None, "length": result.length, "duplicate": True})
+    body: dict[str, Any] = {"offset": result.offset, "length": result.length}
+    if events:
+        body["events"] = result.events
+    return JSONResponse(body)
+
+
+WriterId = Annotated[
+    str | None, Header(alias="Writer-Id", description="exactly-once: the writer's identity")
+]
+WriterSeq = Annotated[
+    int | None,
+    Header(alias="Writer-Seq", description="exactly-once: applied only if above the last one"),
+]
+ExpectedOffset = Annotated[
+    int | None, Query(description="append only if the segment's length equals this")
+]
+WaitMs = Annotated[int, Query(description="how long to wait at the tail (capped at 60000)")]
+
+
+def data_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
+    router = APIRouter(prefix="/v1/segments", tags=["data"])
+    limits = store.settings.store
+
+    async def _segment_headers(name: str, offset: int) -> dict[str, str]:
+        info = await store.get_info(name)
+        return {
+            "Segment-Read-Offset": str(offset),
+            "Segment-Start-Offset": str(info.start_offset),
+            "Segment-Length": str(info.length),
+            "Segment-Sealed": "true" if info.sealed else "false",
+        }
+
+    def _wait(wait_ms: int) -> int:
+        # "cap 60000": a longer wait is shortened, like max_length; a negative one is refused
+        # by the store.
+        return min(wait_ms, limits.max_wait_ms)
+
+    @router.post(
+        "/{name:path}:append",
+        response_model=Appended,
+        openapi_extra=RAW_BODY,
+        responses=error_responses(400, 404, 409, 412, 413, 429, 503, 507),
+        summary="Append bytes atomically",
+    )
+    async def append(
+        name: str,
+        request: Request,
+        expected_offset: ExpectedOffset = None,
+        writer_id: WriterId = None,
+        writer_seq: WriterSeq = None,
+    ) -> Response:
+        body = await request.body()
+        result = await store.append(
+            name, body, expected_offset, writer_id=writer_id, writer_seq=writer_seq
+        )
+        if not result.duplicate:
+            metrics.appended(len(body))
+        return _appended(result, events=False)
+
+    @router.get(
+        "/{name:path}:read",
+        response_class=Response,
+        responses=_read_responses("the bytes from `offset` (possibly fewer than asked)", {}),
+        summary="Read bytes, waiting at the tail",
+    )
+    async def read(
+        name: str,
+        offset: Annotated[int, Query(description="where to read from")],
+        max_length: Annotated[int | None, Query(description="at most this many bytes")] = None,
+        wait_ms: WaitMs = 0,
+    ) -> Response:
+        data = await store.read(name, offset, max_length, _wait(wait_ms))
+        headers = await _segment_headers(name, offset)
+        if not data:
+            return Response(status_code=204, headers=headers)
+        # A memoryview may point into the cache, whose block can be reused once this
+        # coroutine yields: the server may still be sending it then.
+        content = data if isinstance(data, bytes) else bytes(data)
+        return Response(content=content, media_type=OCTET_STREAM, headers=headers)
+
+    @router.post(
+        "/{name:path}:appendEvents",
+        response_model=EventsAppended,
+        openapi_extra=RAW_BODY,
+        responses=error_responses(400, 404, 409, 412, 413, 422, 429, 503, 507),
+        summary="Append a batch of framed events atomically",
+    )
+    async def append_events(
+        name: str,
+        request: Request,
+        expected_offset: ExpectedOffset = None,
+        writer_id: WriterId = None,
+        writer_seq: WriterSeq = None,
+    ) -> Response:
+        body = await request.body()
+        result = await store.append_events(
+            name, body, expected_offset, writer_id=writer_id, writer_seq=writer_seq
+        )
+        if not result.duplicate:
+            metrics.appended(len(body), result.events or 0)
+        return _appended(result, events=True)
+
+    @router.get(
+        "/{name:path}:readEvents",
+        response_class=Response,
+        responses=_read_responses(
+            "whole framed events from `offset`",
+            {"Segment-Next-Offset": "the offset of the next event: the next read's `offset`"},
+            422,
+        ),
+        summary="Read whole events, waiting at the tail",
+    )
+    async def read_events(
+        name: str,
+        offset: Annotated[int, Query(description="an event boundary")],
+        max_bytes: Annotated[
+            int | None, Query(description="about this many bytes; at least one event")
+        ] = None,
+        wait_ms: WaitMs = 0,
+    ) -> Response:
+        result = await store.read_events(name, offset, max_bytes, _wait(wait_ms))
+        headers = await _segment_headers(name, offset)
+        headers["Segment-Next-Offset"] = str(result.next_offset)
+        if not result.data:
+            return Response(status_code=204, headers=headers)
+        return Response(content=result.data, media_type=OCTET_STREAM, headers=headers)
+
+    return router

@@ -1,0 +1,47 @@
+"""Probes and metrics, outside ``/v1`` and never behind auth: ``/healthz`` (the process
+answers), ``/readyz`` (every container of this process is running) and ``/metrics``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+
+from api.errors import error_json
+from api.metrics import CONTENT_TYPE, Metrics
+from api.schemas import container_json, error_responses, public_status
+from segmentstore.store import SegmentStore
+
+
+def health_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
+    router = APIRouter(tags=["operations"])
+
+    @router.get("/healthz", summary="Liveness: 200 while the process serves")
+    async def healthz() -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @router.get(
+        "/readyz",
+        responses=error_responses(503),
+        summary="Readiness: 200 only if every container is running",
+    )
+    async def readyz() -> Response:
+        waiting = [c for c in store.containers if public_status(c) != "running"]
+        if not store.containers or waiting:
+            return error_json(
+                503,
+                "container_unavailable",
+                "not every container is running",
+                {"containers": [container_json(c) for c in waiting]},
+            )
+        return JSONResponse({"status": "ready"})
+
+    @router.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}}},
+        summary="Prometheus text format",
+    )
+    async def prometheus() -> Response:
+        return Response(metrics.render(store), media_type=CONTENT_TYPE)
+
+    return router

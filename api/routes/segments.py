@@ -1,0 +1,205 @@
+"""Segments as resources: create, info, delete, list, and the actions that are not data paths
+(``:seal``, ``:truncate``, ``:merge``, ``:beginTransaction``, ``:attributes``, ``:offsetAt``).
+
+``{name}`` may contain ``/`` (a ``path`` parameter) and never contains ``:``, so the routes
+with an action are tried before the plain ``/v1/segments/{name}`` ones (the order is fixed in
+:func:`api.app.create_app`). A ``:`` that still reaches a plain route, or a ``POST``/``PATCH``
+without a known action, is an unknown action: ``400 invalid_argument``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Protocol, runtime_checkable
+
+from fastapi import APIRouter, Body, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from api.errors import error_json
+from api.schemas import (
+    Attributes,
+    CreateSegment,
+    Info,
+    Listing,
+    Merge,
+    Merged,
+    OffsetAt,
+    Transaction,
+    Truncate,
+    UpdateAttributes,
+    error_responses,
+)
+from segmentstore.errors import InvalidArgumentError
+from segmentstore.segment_info import SegmentInfo
+from segmentstore.store import SegmentStore
+
+DEFAULT_LIST_LIMIT = 100
+MAX_LIST_LIMIT = 1000
+
+
+@runtime_checkable
+class _TimeIndexed(Protocol):
+    """``offset_at`` as API.md describes it. The embedded store does not have it yet; until
+    it does, ``:offsetAt`` answers ``501 not_implemented`` instead of guessing."""
+
+    async def offset_at(self, name: str, timestamp_ms: int) -> int: ...
+
+
+def _info(info: SegmentInfo, status: int = 200) -> JSONResponse:
+    return JSONResponse(info.to_dict(), status_code=status)
+
+
+def _plain(name: str, method: str) -> str:
+    """The name of a route without an action; a ``:`` means an action this method lacks."""
+    if ":" in name:
+        action = name.rsplit(":", 1)[1]
+        raise InvalidArgumentError(f"unknown action {action!r} for {method}")
+    return name
+
+
+def action_router(store: SegmentStore) -> APIRouter:
+    router = APIRouter(prefix="/v1/segments", tags=["segments"])
+
+    @router.post(
+        "/{name:path}:seal",
+        response_model=Info,
+        responses=error_responses(400, 404, 503),
+        summary="Seal: no more appends (idempotent)",
+    )
+    async def seal(name: str) -> Response:
+        return _info(await store.seal(name))
+
+    @router.post(
+        "/{name:path}:truncate",
+        response_model=Info,
+        responses=error_responses(400, 404, 416, 503),
+        summary="Drop the data below an offset for good",
+    )
+    async def truncate(name: str, body: Truncate) -> Response:
+        return _info(await store.truncate(name, body.offset))
+
+    @router.post(
+        "/{name:path}:merge",
+        response_model=Merged,
+        responses=error_responses(400, 404, 409, 410, 503),
+        summary="Append a whole source segment (a transaction) to this one, atomically",
+    )
+    async def merge(name: str, body: Merge) -> Response:
+        result = await store.merge(name, body.source)
+        return JSONResponse({"offset": result.offset, "length": result.length})
+
+    @router.post(
+        "/{name:path}:beginTransaction",
+        status_code=201,
+        response_model=Transaction,
+        responses=error_responses(400, 404, 409, 503),
+        summary="Create a transaction segment of this segment",
+    )
+    async def begin_transaction(name: str) -> Response:
+        transaction = await store.begin_transaction(name)
+        return JSONResponse({"transaction": transaction}, status_code=201)
+
+    @router.get(
+        "/{name:path}:attributes",
+        response_model=Attributes,
+        responses=error_responses(400, 404, 503),
+        summary="The segment's attributes",
+    )
+    async def get_attributes(name: str) -> Response:
+        return JSONResponse({"attributes": await store.get_attributes(name)})
+
+    @router.patch(
+        "/{name:path}:attributes",
+        response_model=Attributes,
+        responses=error_responses(400, 404, 412, 503),
+        summary="Update attributes atomically; answers the whole map after the update",
+    )
+    async def update_attributes(name: str, body: UpdateAttributes) -> Response:
+        updates = [update.model_dump() for update in body.updates]
+        return JSONResponse({"attributes": await store.update_attributes(name, updates)})
+
+    @router.get(
+        "/{name:path}:offsetAt",
+        response_model=OffsetAt,
+        responses=error_responses(400, 404, 501, 503),
+        summary="An append boundary at or before the first append made at or after a time",
+    )
+    async def offset_at(
+        name: str, timestamp_ms: Annotated[int, Query(description="milliseconds since epoch")]
+    ) -> Response:
+        if not isinstance(store, _TimeIndexed):
+            return error_json(501, "not_implemented", "this store keeps no time index yet")
+        return JSONResponse({"offset": await store.offset_at(name, timestamp_ms)})
+
+    return router
+
+
+def resource_router(store: SegmentStore) -> APIRouter:
+    router = APIRouter(prefix="/v1/segments", tags=["segments"])
+
+    @router.get(
+        "",
+        response_model=Listing,
+        responses=error_responses(400, 503),
+        summary="Segment names, sorted by code point, a page at a time",
+    )
+    async def list_segments(
+        prefix: Annotated[str, Query(description="only names starting with this")] = "",
+        limit: Annotated[
+            int, Query(description="page size: default 100, at most 1000 (more is capped)")
+        ] = DEFAULT_LIST_LIMIT,
+        after: Annotated[
+            str | None, Query(description="the previous page's `next`: names after it")
+        ] = None,
+    ) -> Response:
+        if limit < 1:
+            raise InvalidArgumentError(f"limit must be at least 1, not {limit}")
+        page = min(limit, MAX_LIST_LIMIT)
+        # One more than the page tells whether there is a next page without a second query.
+        names = await store.list_segments(prefix, after=after, limit=page + 1)
+        more = len(names) > page
+        names = names[:page]
+        return JSONResponse({"segments": names, "next": names[-1] if more else None})
+
+    @router.put(
+        "/{name:path}",
+        status_code=201,
+        response_model=Info,
+        responses=error_responses(400, 409, 503),
+        summary="Create a segment",
+    )
+    async def create_segment(
+        name: str, body: Annotated[CreateSegment | None, Body()] = None
+    ) -> Response:
+        settings = body or CreateSegment()
+        retention = (
+            None if settings.retention is None else settings.retention.model_dump(exclude_none=True)
+        )
+        info = await store.create_segment(_plain(name, "PUT"), settings.attributes, retention)
+        return _info(info, status=201)
+
+    @router.get(
+        "/{name:path}",
+        response_model=Info,
+        responses=error_responses(400, 404, 503),
+        summary="A segment's metadata",
+    )
+    async def get_info(name: str) -> Response:
+        return _info(await store.get_info(_plain(name, "GET")))
+
+    @router.delete(
+        "/{name:path}",
+        status_code=204,
+        response_class=Response,
+        responses=error_responses(400, 404, 503),
+        summary="Delete a segment (also from Tier 2); a transaction's abort",
+    )
+    async def delete_segment(name: str) -> Response:
+        await store.delete_segment(_plain(name, "DELETE"))
+        return Response(status_code=204)
+
+    @router.api_route("/{name:path}", methods=["POST", "PATCH"], include_in_schema=False)
+    async def unknown_action(name: str, request: Request) -> Response:
+        _plain(name, request.method)
+        raise InvalidArgumentError(f"{request.method} needs an action, e.g. {name}:append")
+
+    return router

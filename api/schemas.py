@@ -1,0 +1,160 @@
+"""The wire shapes of API.md as pydantic models, for request validation and for OpenAPI.
+
+Request models are strict (no ``"5"`` for ``5``, no ``true`` for ``1``) and refuse unknown
+fields, so a typo is a ``400`` rather than a silently ignored setting. Answers are built as
+plain JSON by the routes; the answer models here only document them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from segmentstore.container import ContainerStatus, SegmentContainer
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Retention(_Request):
+    time_ms: StrictInt | None = None
+    bytes: StrictInt | None = None
+
+
+class CreateSegment(_Request):
+    attributes: dict[str, StrictInt] = Field(default_factory=dict)
+    retention: Retention | None = None
+
+
+class Truncate(_Request):
+    offset: StrictInt
+
+
+class Merge(_Request):
+    source: StrictStr
+
+
+class AttributeUpdateIn(_Request):
+    key: StrictStr
+    value: StrictInt
+    type: Literal[
+        "replace", "replace_if_absent", "replace_if_greater", "replace_if_equals", "accumulate"
+    ] = "replace"
+    # For replace_if_equals: the value expected now; null (or absent) means "expected absent".
+    compare: StrictInt | None = None
+
+
+class UpdateAttributes(_Request):
+    updates: list[AttributeUpdateIn]
+
+
+# -- answers (documentation only) ---------------------------------------------------------
+
+
+class Info(BaseModel):
+    name: str
+    container: int
+    start_offset: int
+    length: int
+    storage_length: int
+    sealed: bool
+    created_ms: int
+    last_modified_ms: int
+    retention: dict[str, int]
+    attributes: dict[str, int]
+
+
+class Appended(BaseModel):
+    offset: int | None = Field(description="where the bytes start; null for a duplicate")
+    length: int = Field(description="the segment's length after the append")
+    duplicate: bool | None = Field(None, description="present (true) only for a duplicate")
+
+
+class Merged(BaseModel):
+    offset: int = Field(description="where the source's bytes start in the target")
+    length: int = Field(description="the target's length after them")
+
+
+class EventsAppended(Appended):
+    events: int | None = Field(None, description="how many events (absent for a duplicate)")
+
+
+class Listing(BaseModel):
+    segments: list[str]
+    next: str | None = Field(description="pass as `after` for the next page; null at the end")
+
+
+class Transaction(BaseModel):
+    transaction: str
+
+
+class Attributes(BaseModel):
+    attributes: dict[str, int]
+
+
+class OffsetAt(BaseModel):
+    offset: int
+
+
+class ContainerView(BaseModel):
+    id: int
+    epoch: int
+    status: Literal["running", "recovering", "offline"]
+    segments: int
+    tier1_bytes: int
+    tier2_lag_bytes: int
+    last_sequence: int
+
+
+class Containers(BaseModel):
+    containers: list[ContainerView]
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")  # the error's fields sit beside code and message
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the error statuses a route can answer.
+
+    The ``default`` entry says every other error has the same shape, and keeps FastAPI from
+    documenting its own ``422`` validation answer, which this API never gives (it is ``400``).
+    """
+    entries: dict[int | str, dict[str, Any]] = {s: {"model": ErrorBody} for s in statuses}
+    entries["default"] = {"model": ErrorBody, "description": "any error"}
+    return entries
+
+
+# -- containers ---------------------------------------------------------------------------
+
+PUBLIC_STATUSES = ("running", "recovering", "offline")
+
+
+def public_status(container: SegmentContainer) -> str:
+    """API.md knows running, recovering and offline; a stopped container (between the two
+    halves of a restart, or after the store closed) serves nothing, so it is offline."""
+    if container.status is ContainerStatus.RUNNING:
+        return "running"
+    if container.status is ContainerStatus.RECOVERING:
+        return "recovering"
+    return "offline"
+
+
+def container_json(container: SegmentContainer) -> dict[str, Any]:
+    return {
+        "id": container.id,
+        "epoch": container.epoch,
+        "status": public_status(container),
+        "segments": container.segment_count,
+        "tier1_bytes": container.tier1_bytes,
+        "tier2_lag_bytes": container.tier2_lag_bytes,
+        "last_sequence": container.last_sequence,
+    }

@@ -1,0 +1,157 @@
+"""A real uvicorn server on a free loopback port, over a store in a temporary directory.
+
+The server runs in a thread with its own event loop; the store is started and closed in the
+app's lifespan, exactly as ``segmentstore serve`` does it. Tests talk to it with httpx only.
+Every answer passes :func:`_check_answer`: no 5xx other than the documented 501/503/507, and
+every error in the one JSON shape with no traceback.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from api.server import server_config, serving_app
+from segmentstore import SegmentStore
+
+MiB = 1 << 20
+# Small enough that a test store is cheap; large enough for one maximal (8 MiB) append.
+STORE_OPTIONS: dict[str, Any] = {"cache": {"max_bytes": 64 * MiB}}
+TOKENS = {"read-token": "read", "write-token": "write", "admin-token": "admin"}
+
+
+def _check_answer(response: httpx.Response) -> None:
+    status = response.status_code
+    assert status < 500 or status in (501, 503, 507), f"{status} for {response.request.url}"
+    if status >= 400:
+        response.read()
+        assert b"Traceback" not in response.content
+        error = response.json()["error"]
+        assert isinstance(error["code"], str) and isinstance(error["message"], str), error
+
+
+@dataclass
+class LiveServer:
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+    store: SegmentStore  # for the few tests that must reach behind the API (an offline container)
+
+    def client(self, token: str | None = None, **options: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            timeout=30,
+            event_hooks={"response": [_check_answer]},
+            **options,
+        )
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive(), "the server did not stop"
+
+
+def start_server(data_dir: Path, tokens: Mapping[str, str] | None = None) -> LiveServer:
+    store = SegmentStore.open(data_dir, containers=4, **STORE_OPTIONS)
+    app = serving_app(store, tokens)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))  # port 0: the kernel picks a free one, no race
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(server_config(app, log_level="warning", graceful_timeout_s=2))
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listener]}, name="uvicorn", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive(), "the server failed to start"
+        assert time.monotonic() < deadline, "the server did not start in 30 s"
+        time.sleep(0.01)
+    return LiveServer(f"http://127.0.0.1:{port}", server, thread, store)
+
+
+# Module-scoped, not session-scoped: a server left running would hold its store's Tier 1
+# threads while other packages' tests count threads.
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    server = start_server(tmp_path_factory.mktemp("open") / "data")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    server = start_server(tmp_path_factory.mktemp("secured") / "data", TOKENS)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def http(live: LiveServer) -> Iterator[httpx.Client]:
+    with live.client() as client:
+        yield client
+
+
+@pytest.fixture
+def name() -> str:
+    """A fresh segment name with a "/" in it, unique to the test."""
+    return f"scope/{uuid.uuid4().hex[:12]}/0"
+
+
+def all_names(http: httpx.Client) -> list[str]:
+    """Every segment name, page by page."""
+    names: list[str] = []
+    after: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": 1000}
+        if after is not None:
+            params["after"] = after
+        page = http.get("/v1/segments", params=params).json()
+        names += page["segments"]
+        if page["next"] is None:
+            return names
+        after = page["next"]
+
+
+@pytest.fixture
+def segment(http: httpx.Client, name: str) -> str:
+    """A created, empty segment."""
+    assert http.put(f"/v1/segments/{name}").status_code == 201
+    return name
+
+
+Snapshot = tuple[dict[str, Any], list[str]]
+
+
+@pytest.fixture
+def snapshot(http: httpx.Client) -> Callable[[str], Snapshot]:
+    """What a request that must change nothing is checked against: a segment's whole info
+    (``last_modified_ms`` included) and every segment name in the store."""
+
+    def take(name: str) -> Snapshot:
+        return http.get(f"/v1/segments/{name}").json(), all_names(http)
+
+    return take
+
+
+def frame(*payloads: bytes, kind: int = 0) -> bytes:
+    return b"".join(struct.pack(">ii", kind, len(p)) + p for p in payloads)
+
+
+@pytest.fixture(name="frame")
+def frame_fixture() -> Callable[..., bytes]:
+    """API.md's event framing: ``type i32be | length i32be | payload`` per event."""
+    return frame
