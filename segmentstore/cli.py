@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from segmentstore.config import load_settings
+from segmentstore.errors import InvalidArgumentError
 from segmentstore.settings import Settings
+
+log = logging.getLogger("segmentstore")
 
 
 def _sizes(text: str) -> list[int]:
@@ -31,9 +36,15 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="segmentstore", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="run the store (embedded single node)")
+    serve = commands.add_parser("serve", help="run the service (HTTP API on the store)")
+    serve.add_argument("--config", type=Path, default=None, help="a TOML or YAML settings file")
     serve.add_argument("--data-dir", type=Path, default=None, help="default ./data")
+    serve.add_argument("--host", default=None, help="default 127.0.0.1")
+    serve.add_argument("--port", type=int, default=None, help="default 9090")
     serve.add_argument("--containers", type=int, default=None, help="default 4")
+    serve.add_argument("--tier2", default=None, help="default file://<data-dir>/tier2")
+    serve.add_argument("--tier1", default=None, help="local (the only Tier 1 of this build)")
+    serve.add_argument("--nats", default=None, help="JetStream URL (for --tier1 jetstream)")
     serve.add_argument("--print-config", action="store_true", help="print settings and exit")
 
     tier2 = commands.add_parser("tier2", help="read Tier 2 directly, without the service")
@@ -81,37 +92,44 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    store = {}
-    if args.data_dir is not None:
-        store["data_dir"] = args.data_dir
-    if args.containers is not None:
-        store["containers"] = args.containers
-    return Settings().with_overrides(store=store)
+    """Flags over ``SEGMENTSTORE_*`` variables over the config file (API.md)."""
+    flags: dict[str, dict[str, Any]] = {"store": {}, "api": {}, "tier1": {}, "tier2": {}}
+    for section, key, value in (
+        ("store", "data_dir", args.data_dir),
+        ("store", "containers", args.containers),
+        ("api", "host", args.host),
+        ("api", "port", args.port),
+        ("tier1", "mode", args.tier1),
+        ("tier2", "uri", args.tier2),
+    ):
+        if value is not None:
+            flags[section][key] = value
+    if args.nats is not None:
+        raise InvalidArgumentError("--nats needs the JetStream Tier 1, which this build lacks")
+    return load_settings(args.config, os.environ, flags)
 
 
-async def _serve(settings: Settings) -> None:
+def _serve(settings: Settings) -> None:
+    from api.server import serve  # lazily: 'segmentstore tier2 cat' never loads FastAPI
     from segmentstore.store import SegmentStore
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with SegmentStore(settings) as store:
-        for c in store.containers:
-            print(
-                f"container {c.id}: {c.status.value}, epoch {c.epoch}, {c.segment_count} segments"
-            )
-        data_dir = settings.store.data_dir.resolve()
-        print(
-            f"segment store running on {data_dir} ({len(store.containers)} containers).\n"
-            "Reach it from Python (the HTTP API is not part of this build yet):\n"
-            f"    async with SegmentStore.open({str(data_dir)!r}) as store: ...\n"
-            "after stopping this process (one process owns a data directory).\n"
-            "Press Ctrl-C to stop.",
-            flush=True,
-        )
-        await stop.wait()
-        print("stopping: finishing pending operations", flush=True)
+    api = settings.api
+    log.info(
+        "serving %s on http://%s:%d (%d containers, Tier 2 %s, auth %s)",
+        settings.store.data_dir.resolve(),
+        api.host,
+        api.port,
+        settings.store.containers,
+        settings.tier2_uri(),
+        "on" if settings.auth.tokens else "off",
+    )
+    service = serve(SegmentStore(settings), api.host, api.port, settings.auth.tokens)
+    try:
+        import uvloop  # uvicorn[standard] brings it: a faster event loop
+    except ImportError:  # pragma: no cover
+        asyncio.run(service)
+    else:
+        uvloop.run(service)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,11 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     if args.command == "serve":
-        settings = _settings(args)
+        try:
+            settings = _settings(args)
+        except InvalidArgumentError as error:
+            print(f"segmentstore: {error}", file=sys.stderr)
+            return 2
         if args.print_config:
             print(settings.model_dump_json(indent=2))
             return 0
-        asyncio.run(_serve(settings))
+        _serve(settings)
         return 0
     if args.command == "tier2":
         from segmentstore import tier2_tools

@@ -65,6 +65,7 @@ class SegmentStore:
         self.settings = settings
         self._count = settings.store.containers
         self.containers: list[SegmentContainer] = []
+        self._restarts: dict[int, asyncio.Lock] = {}
         self._started = False
 
     @classmethod
@@ -174,10 +175,13 @@ class SegmentStore:
             await asyncio.to_thread(self.tier2.storage.close)
 
     async def restart_container(self, container_id: int) -> SegmentContainer:
-        """Stop a container and recover it in place; its epoch is then higher."""
+        """Stop a container and recover it in place; its epoch is then higher. Restarts of
+        one container run one at a time."""
         container = self.container(container_id)
-        await container.stop()
-        await container.start()
+        lock = self._restarts.setdefault(container_id, asyncio.Lock())
+        async with lock:
+            await container.stop()
+            await container.start()
         return container
 
     def container(self, container_id: int) -> SegmentContainer:
