@@ -5,6 +5,10 @@ other body is a small JSON document, capped at :data:`JSON_BODY_LIMIT`. A declar
 ``Content-Length`` over the limit is refused before a byte of the body is read; a body without
 one (chunked) is counted as it streams in and refused as soon as it passes the limit, so no
 request can make the server buffer more than the limit.
+
+Every body that is not raw data is read as JSON whatever its declared type: ``curl -d`` sends
+``application/x-www-form-urlencoded``, and refusing a well-formed JSON document over a header
+would only surprise the people the API is for.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
+def _as_json(scope: Scope) -> Scope:
+    headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+    headers.append((b"content-type", b"application/json"))
+    return {**scope, "headers": headers}
+
+
 class BodyLimitMiddleware:
     def __init__(self, app: ASGIApp, raw_limit: int, json_limit: int = JSON_BODY_LIMIT) -> None:
         self.app = app
@@ -42,6 +52,8 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         limit = self.limit_for(scope["path"])
+        if limit == self.json_limit:
+            scope = _as_json(scope)
         declared = _declared_length(scope)
         if declared is not None:
             if declared > limit:

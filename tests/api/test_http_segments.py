@@ -137,3 +137,13 @@ def test_list_refuses_a_limit_below_one(http: httpx.Client) -> None:
         r = http.get("/v1/segments", params={"limit": limit})
         assert r.status_code == 400, limit
         assert r.json()["error"]["code"] == "invalid_argument"
+
+
+def test_json_bodies_are_read_whatever_their_declared_type(http: httpx.Client, name: str) -> None:
+    # What `curl -d '{...}'` sends: a form content type around a JSON document.
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    r = http.put(f"/v1/segments/{name}", content=b'{"attributes": {"a": 1}}', headers=form)
+    assert r.status_code == 201, r.text
+    assert r.json()["attributes"] == {"a": 1}
+    r = http.post(f"/v1/segments/{name}:truncate", content=b'{"offset": 0}', headers=form)
+    assert r.status_code == 200, r.text
