@@ -24,6 +24,7 @@ from segmentstore.errors import (
     EndOfSegmentError,
     OffsetBeyondEndError,
     SegmentNotFoundError,
+    SegmentStoreError,
     SegmentTruncatedError,
 )
 from segmentstore.metadata import ContainerMetadata, SegmentMetadata
@@ -129,11 +130,17 @@ class SegmentContainer:
                 self._retention.needed_sequence,
                 self._on_log_failure,
             )
+            # Before anything is served: bytes that Tier 2 got after the last checkpoint are
+            # neither in the replayed index nor below the checkpointed storage lengths.
+            await self._writer.reconcile()
             self._log.start()
             # Every start begins the log anew at a checkpoint, so the next recovery is bounded.
             await self._log.checkpoint()
             self._writer.start()
-        except (DataLogError, LogReplayError, FrameFormatError) as error:
+        except (DataLogError, LogReplayError, FrameFormatError, Tier2Error) as error:
+            await self._go_offline(error)
+            return
+        except SegmentStoreError as error:  # Tier 2 holds more than Tier 1 knows of
             await self._go_offline(error)
             return
         except CacheFullError as error:
@@ -365,6 +372,11 @@ class SegmentContainer:
                     )
                 except Tier2Error:
                     break  # the writer finished the merge meanwhile: the target has them now
+        if offset >= segment.storage_length:
+            # Not cached and not in Tier 2: never expected; refuse rather than answer empty.
+            raise ContainerUnavailableError(
+                self.id, f"bytes at {offset} of {segment.name!r} are neither cached nor in Tier 2"
+            )
         index = self._indexes[segment.id]
         try:
             return await self._tier2.read_into(index, segment, offset, wanted)

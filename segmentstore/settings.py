@@ -56,8 +56,8 @@ class CacheSettings(_Section):
 class Tier2Settings(_Section):
     # file:///path, s3://bucket/prefix or hdfs://host:port/path; empty: <data_dir>/tier2.
     uri: str = ""
-    # Backend options: endpoint_url, region, access_key, secret_key (S3).
-    options: dict[str, str] = Field(default_factory=dict)
+    # Backend options: endpoint_url, region, access_key, secret_key, create_bucket, ... (S3).
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
 
 class StorageWriterSettings(_Section):

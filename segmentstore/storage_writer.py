@@ -13,8 +13,9 @@ retried with exponential backoff; meanwhile appends go on into Tier 1 and the ca
 bound pushes back once the backlog fills it. A fenced manifest write (a newer owner epoch)
 stops the writer and takes the container offline.
 
-At start it reconciles: each segment's storage length is what its Tier 2 manifest says, which
-may be ahead of the checkpointed metadata (a flush after the last checkpoint).
+Before the container serves (``reconcile``), each segment's storage length becomes what its
+Tier 2 manifest says, which may be ahead of the checkpointed metadata (a flush after the last
+checkpoint, and Tier 1 already truncated behind it).
 """
 
 from __future__ import annotations
@@ -102,8 +103,10 @@ class StorageWriter:
 
     def appended(self, segment: SegmentMetadata) -> None:
         if segment.id not in self._dirty:
+            # A newly pending segment starts its flush interval: the loop must learn of it.
             self._dirty[segment.id] = time.monotonic()
-        if segment.length - segment.storage_length >= self._settings.flush_threshold_bytes:
+            self._wakeup.set()
+        elif segment.length - segment.storage_length >= self._settings.flush_threshold_bytes:
             self._wakeup.set()
 
     def changed(self, segment: SegmentMetadata) -> None:
@@ -159,12 +162,19 @@ class StorageWriter:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    async def _run(self) -> None:
+    async def reconcile(self) -> None:
+        """Learn each segment's storage length from its manifest (retrying while Tier 2 is
+        unreachable). The container runs this before it serves anything: storage lengths are
+        not operations, so the checkpointed ones may be behind what Tier 2 holds."""
         await self._retrying(self._reconcile)
+
+    async def _run(self) -> None:
         while not self._stopping:
             await self._retrying(self._cycle)
             timeout = self._next_due()
             self._wakeup.clear()
+            if self._stopping:
+                break  # stop() set the wakeup that clear() just wiped
             if self._events or timeout == 0:
                 continue
             with contextlib.suppress(TimeoutError):
@@ -278,8 +288,11 @@ class StorageWriter:
             if metadata.by_id.get(segment_id) is not segment:
                 return  # deleted (or merged away): its queued event cleans Tier 2 up
             if segment.start_offset > flusher.storage_length:
-                await asyncio.to_thread(flusher.skip_to, segment.start_offset)
+                # Never past ``end``: a pending merge must find Tier 2 exactly at its offset.
+                await asyncio.to_thread(flusher.skip_to, min(segment.start_offset, end))
                 self._host.storage_advanced(segment_id, flusher.storage_length)
+                if flusher.storage_length >= end:
+                    break
                 continue
             offset = flusher.storage_length
             if offset >= end:
@@ -289,10 +302,10 @@ class StorageWriter:
             await asyncio.to_thread(flusher.write, offset, [data], length)
             self.flushed_bytes += length
             self._host.storage_advanced(segment_id, flusher.storage_length)
+        if upto is not None:
+            return  # a merge comes next; truncation and sealing follow in a later cycle
         if segment.start_offset > flusher.start_offset:
             await asyncio.to_thread(flusher.truncate, segment.start_offset)
-        if upto is not None:
-            return
         sealable = segment.sealed and flusher.storage_length == segment.length
         if sealable and not segment.sealed_in_storage:
             await asyncio.to_thread(flusher.seal)

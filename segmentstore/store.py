@@ -75,13 +75,15 @@ class SegmentStore:
         *,
         containers: int | None = None,
         tier2: str | None = None,
+        tier2_options: dict[str, Any] | None = None,
         settings: Settings | None = None,
         **overrides: dict[str, Any],
     ) -> SegmentStore:
         """A store over ``data_dir``; start it with ``async with`` or :meth:`start`.
 
-        ``tier2`` is a URI (``file://``, ``s3://``, ``hdfs://``; default ``<data_dir>/tier2``).
-        ``overrides`` are settings sections, e.g. ``durable_log={"max_frame_bytes": 65536}``.
+        ``tier2`` is a URI (``file://``, ``s3://``, ``hdfs://``; default ``<data_dir>/tier2``)
+        and ``tier2_options`` its backend options (S3: ``endpoint_url``, ``region``, ...).
+        ``overrides`` are other settings sections, e.g. ``durable_log={"max_frame_bytes": 65536}``.
         """
         base = settings or Settings()
         store_section = dict(overrides.pop("store", {}))
@@ -89,8 +91,13 @@ class SegmentStore:
             store_section["data_dir"] = Path(data_dir)
         if containers is not None:
             store_section["containers"] = containers
+        tier2_section: dict[str, Any] = {}
         if tier2 is not None:
-            overrides["tier2"] = {**overrides.get("tier2", {}), "uri": tier2}
+            tier2_section["uri"] = tier2
+        if tier2_options is not None:
+            tier2_section["options"] = tier2_options
+        if tier2_section:
+            overrides["tier2"] = tier2_section
         return cls(base.with_overrides(store=store_section, **overrides))
 
     async def __aenter__(self) -> SegmentStore:

@@ -64,6 +64,8 @@ class S3Options:
         known = {f.name: f for f in fields(S3Options)}
         if unknown := sorted(set(given) - set(known)):
             raise InvalidTier2UriError(uri, f"unknown s3 options {unknown}")
+        # Settings files, environment variables and --option flags all give text.
+        given = {name: _from_text(value, str(known[name].type)) for name, value in given.items()}
         for name, value in given.items():
             expected = known[name].type
             if not _has_type(value, str(expected)):
@@ -333,6 +335,25 @@ def _code(e: boto_errors.ClientError) -> str:
 
 def _message(e: boto_errors.ClientError) -> str:
     return str(e.response.get("Error", {}).get("Message", ""))
+
+
+def _from_text(value: object, annotation: str) -> object:
+    """``value`` converted to the option's type if it is text that spells one; else as is."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().lower()
+    try:
+        if annotation.startswith("bool"):
+            return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}[
+                text
+            ]
+        if annotation.startswith("int"):
+            return int(text)
+        if annotation.startswith("float"):
+            return float(text)
+    except (KeyError, ValueError):
+        return value  # the type check that follows names the option
+    return value
 
 
 def _has_type(value: object, annotation: str) -> bool:

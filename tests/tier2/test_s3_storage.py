@@ -210,7 +210,8 @@ def test_refusals_are_translated(
 def test_options_are_checked() -> None:
     for options in (
         {"endpoint": "http://x"},
-        {"create_bucket": "yes"},
+        {"create_bucket": "maybe"},  # text is parsed: true/false, yes/no, 1/0 only
+        {"max_attempts": "many"},
         {"max_attempts": 0},
         {"multipart_part_bytes": MIB},
         {"access_key": "only half"},
