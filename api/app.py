@@ -1,13 +1,14 @@
 """The HTTP app factory: a thin shell over an embedded :class:`SegmentStore` (API.md).
 
-``create_app`` wires the routes, the one error mapping and three middlewares around a store
+``create_app`` wires the routes, the one error mapping and four middlewares around a store
 that the caller owns: the caller starts it before requests arrive and closes it after (see
 :mod:`api.server`, which does both in the ASGI lifespan). A request passes, outermost first:
 
 1. metrics (times everything, refusals included);
 2. auth (``401``/``403`` before anything else is looked at);
 3. the body limit (``413`` before a large body is buffered);
-4. routing, then the route, whose errors the handlers of :mod:`api.errors` map.
+4. control characters in a segment path (``400 invalid_name``: ``$`` matches before ``\n``);
+5. routing, then the route, whose errors the handlers of :mod:`api.errors` map.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from api.auth import TokenAuthMiddleware
 from api.bodies import BodyLimitMiddleware
 from api.errors import install_error_handlers
 from api.metrics import Metrics, MetricsMiddleware
+from api.paths import ControlCharacterMiddleware
 from api.routes.containers import containers_router
 from api.routes.data import data_router
 from api.routes.health import health_router
@@ -70,6 +72,7 @@ def create_app(
     app.include_router(health_router(store, metrics))
 
     # add_middleware wraps what is there: the last added is the outermost.
+    app.add_middleware(ControlCharacterMiddleware)
     app.add_middleware(BodyLimitMiddleware, raw_limit=store.settings.store.max_append_bytes)
     app.add_middleware(TokenAuthMiddleware, tokens=dict(auth_tokens or {}))
     app.add_middleware(MetricsMiddleware, metrics=metrics)

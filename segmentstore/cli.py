@@ -88,6 +88,23 @@ def _parser() -> argparse.ArgumentParser:
     read.add_argument("--appends", type=int, default=1000, help="per tail-latency case")
     read.add_argument("--dir", default=None, help="where to write (default: temp dir)")
     read.add_argument("--json", default=None, help="also write the results here")
+    http = benches.add_parser("http", help="the HTTP API vs a bare FastAPI endpoint")
+    http.add_argument("--seconds", type=float, default=6.0, help="per case and server")
+    http.add_argument(
+        "--cases",
+        type=lambda text: text.split(","),
+        default=None,
+        help="e.g. append-1k,append-1m,read-1m,events (default: all)",
+    )
+    http.add_argument(
+        "--loadgen",
+        choices=["auto", "wrk", "python"],
+        default="auto",
+        help="wrk if installed (apt-get install wrk), else a multi-process asyncio generator",
+    )
+    http.add_argument("--processes", type=int, default=2, help="for --loadgen python")
+    http.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
+    http.add_argument("--json", default=None, help="also write the results here")
     return parser
 
 
@@ -181,6 +198,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from segmentstore.bench import read
 
         read.run(args.seconds, args.appends, args.dir, args.json)
+        return 0
+    if args.command == "bench" and args.bench == "http":
+        from segmentstore.bench import http
+
+        http.run(
+            args.seconds,
+            args.cases,
+            args.loadgen,
+            args.processes,
+            args.dir,
+            args.json,
+            os.environ,
+        )
         return 0
     return 2
 

@@ -1,0 +1,602 @@
+"""``segmentstore bench http``: the HTTP API against a bare FastAPI endpoint on the same server.
+
+Two child processes serve on loopback: ``segmentstore serve`` over a fresh data directory,
+and a *bare* FastAPI app with the same routes that accepts each body and throws it away (reads
+answer a constant buffer). Both are built by ``api.server.server_config`` and run on uvloop
+the way ``segmentstore serve`` runs, so they share every uvicorn setting (httptools, access
+log off, one worker); the difference between them is the store. A third party loads them in
+turn with the same requests:
+
+- ``wrk`` (``apt-get install wrk``) with a generated Lua script, if it is on the ``PATH``;
+- otherwise a load generator of this module: a few processes, each keeping its share of the
+  connections busy with raw keep-alive HTTP/1.1 over asyncio sockets (uvloop if present).
+  (httpx is far too slow to load a server: it would measure itself.)
+
+Cases: 1 KiB and 1 MiB appends, 1 MiB reads (of data the store has cached) and
+``:appendEvents`` of 100 events of 100 bytes. Reported per target: requests/s, MB/s of
+payload, p50/p99 latency, non-2xx answers; and the ratio store / bare of requests per second.
+Both targets share the machine with the load generator (two cores here), so the absolutes say
+little; the ratio, taken in one run on one machine, is the figure. Between cases the store is
+given time to move what it has taken to Tier 2, so that its background work does not land on
+the next measurement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from segmentstore.bench.report import percentile, print_table, write_json
+from segmentstore.client import SegmentStoreClient
+
+KiB = 1 << 10
+MiB = 1 << 20
+REPO = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT_S = 60.0
+QUIET_TIMEOUT_S = 60.0
+EVENTS_PER_BATCH = 100
+EVENT_BYTES = 100
+READ_SEGMENT_MIB = 16
+SEGMENTS = 16
+_RUNNING_ON = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+
+# The bare endpoint. A program of its own, run in a child process like the store's server,
+# built by the same ``server_config``; it lives here as text so that the benchmark stays one
+# file and the core never imports FastAPI.
+BARE_APP = '''
+"""The bare baseline of ``segmentstore bench http``: the store's routes, no store."""
+import sys
+
+import uvicorn
+import uvloop
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from api.server import server_config
+
+app = FastAPI()
+HEADERS = {"Segment-Start-Offset": "0", "Segment-Length": "0", "Segment-Sealed": "false"}
+DATA = bytes(16 << 20)
+
+
+@app.post("/v1/segments/{name:path}:append")
+async def append(name: str, request: Request) -> Response:
+    body = await request.body()
+    return JSONResponse({"offset": 0, "length": len(body)})
+
+
+@app.post("/v1/segments/{name:path}:appendEvents")
+async def append_events(name: str, request: Request) -> Response:
+    body = await request.body()
+    return JSONResponse({"offset": 0, "length": len(body), "events": 0})
+
+
+@app.get("/v1/segments/{name:path}:read")
+async def read(name: str, offset: int, max_length: int = 16 << 20) -> Response:
+    headers = {"Segment-Read-Offset": str(offset), **HEADERS}
+    return Response(DATA[:max_length], media_type="application/octet-stream", headers=headers)
+
+
+@app.get("/readyz")
+async def readyz() -> Response:
+    return JSONResponse({"status": "ready"})
+
+
+uvloop.run(uvicorn.Server(server_config(app, "127.0.0.1", 0, log_level="info")).serve())
+'''
+
+
+# -- the servers ----------------------------------------------------------------------------
+
+
+class ServerProcess:
+    """A child serving HTTP on loopback port 0; the port is read from uvicorn's log line."""
+
+    def __init__(
+        self, label: str, argv: list[str], log_path: Path, environ: Mapping[str, str]
+    ) -> None:
+        self.label = label
+        # The store gets the defaults of `segmentstore serve`, not this shell's settings.
+        env = {k: v for k, v in environ.items() if not k.startswith("SEGMENTSTORE_")}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+        self._log_path = log_path
+        self._proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self.port: int | None = None
+        self._started = threading.Event()
+        assert self._proc.stderr is not None
+        self._reader = threading.Thread(
+            target=self._drain, args=(self._proc.stderr,), name=f"{label}-log", daemon=True
+        )
+        self._reader.start()
+
+    def _drain(self, stream: IO[bytes]) -> None:
+        # Drained to the end so that a chatty child never blocks on a full pipe.
+        with open(self._log_path, "ab") as log:
+            for line in stream:
+                log.write(line)
+                found = _RUNNING_ON.search(line.decode("utf-8", "replace"))
+                if found and self.port is None:
+                    self.port = int(found.group(1))
+                    self._started.set()
+        self._started.set()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        self._started.wait(STARTUP_TIMEOUT_S)
+        with httpx.Client(timeout=5) as http:
+            while self.port is not None and self._proc.poll() is None:
+                try:
+                    if http.get(f"{self.url}/readyz").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        tail = self._log_path.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"the {self.label} server did not become ready:\n{tail}")
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._reader.join(timeout=30)
+        if self._proc.stderr is not None and not self._reader.is_alive():
+            self._proc.stderr.close()
+
+
+def _start_servers(base: Path, environ: Mapping[str, str]) -> tuple[ServerProcess, ServerProcess]:
+    bare_script = base / "bare_app.py"
+    bare_script.write_text(BARE_APP)
+    serve = ["serve", "--data-dir", str(base / "data"), "--host", "127.0.0.1", "--port", "0"]
+    store = ServerProcess(
+        "store",
+        [sys.executable, "-m", "segmentstore.cli", *serve],
+        base / "store.log",
+        environ,
+    )
+    bare = ServerProcess("bare", [sys.executable, str(bare_script)], base / "bare.log", environ)
+    try:
+        store.wait_ready()
+        bare.wait_ready()
+    except BaseException:
+        store.stop()
+        bare.stop()
+        raise
+    return store, bare
+
+
+def _wait_quiet(store_url: str) -> None:
+    """Until the store's Tier 2 lag stops shrinking (or is gone): its Storage Writer is
+    done with what the last case appended."""
+    deadline = time.monotonic() + QUIET_TIMEOUT_S
+    previous = -1
+    with httpx.Client(base_url=store_url, timeout=30) as http:
+        while time.monotonic() < deadline:
+            lag = sum(c["tier2_lag_bytes"] for c in http.get("/v1/containers").json()["containers"])
+            if lag == 0 or lag == previous:
+                return
+            previous = lag
+            time.sleep(0.5)
+
+
+# -- the cases ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    key: str
+    title: str
+    method: str
+    paths: tuple[str, ...]
+    body: bytes
+    connections: int
+    payload_bytes: int  # per request: the body sent, or for reads the body answered
+    events: int = 0  # per request, for :appendEvents
+
+
+def _event_batch() -> bytes:
+    payload = b"e" * EVENT_BYTES
+    return (struct.pack(">ii", 0, EVENT_BYTES) + payload) * EVENTS_PER_BATCH
+
+
+def _segment_paths(action: str) -> tuple[str, ...]:
+    return tuple(f"/v1/segments/bench/http-{i:02d}:{action}" for i in range(SEGMENTS))
+
+
+def cases() -> dict[str, Case]:
+    batch = _event_batch()
+    reads = tuple(
+        f"/v1/segments/bench/read:read?offset={k * MiB}&max_length={MiB}"
+        for k in range(READ_SEGMENT_MIB)
+    )
+    return {
+        case.key: case
+        for case in (
+            Case(
+                key="append-1k",
+                title="append 1 KiB",
+                method="POST",
+                paths=_segment_paths("append"),
+                body=os.urandom(KiB),
+                connections=32,
+                payload_bytes=KiB,
+            ),
+            Case(
+                key="append-1m",
+                title="append 1 MiB",
+                method="POST",
+                paths=_segment_paths("append"),
+                body=os.urandom(MiB),
+                connections=8,
+                payload_bytes=MiB,
+            ),
+            Case(
+                key="read-1m",
+                title="read 1 MiB",
+                method="GET",
+                paths=reads,
+                body=b"",
+                connections=8,
+                payload_bytes=MiB,
+            ),
+            Case(
+                key="events",
+                title=f"appendEvents {EVENTS_PER_BATCH}x{EVENT_BYTES} B",
+                method="POST",
+                paths=_segment_paths("appendEvents"),
+                body=batch,
+                connections=16,
+                payload_bytes=len(batch),
+                events=EVENTS_PER_BATCH,
+            ),
+        )
+    }
+
+
+def _prepare_store(url: str) -> None:
+    """The segments the cases append to, and one of READ_SEGMENT_MIB MiB to read from."""
+    with SegmentStoreClient(url) as client:
+        for i in range(SEGMENTS):
+            client.create_segment(f"bench/http-{i:02d}")
+        client.create_segment("bench/read")
+        block = os.urandom(MiB)
+        for _ in range(READ_SEGMENT_MIB):
+            client.append("bench/read", block)
+
+
+# -- load generators ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    failures: int  # non-2xx answers and broken connections
+
+
+def _lua_script(case: Case, body_path: Path) -> str:
+    paths = ", ".join(json.dumps(p) for p in case.paths)
+    body = json.dumps(str(body_path)) if case.body else "nil"
+    return f"""
+-- generated by segmentstore bench http: {case.title}
+local paths = {{{paths}}}
+local body_path = {body}
+local prepared = {{}}
+local index = 0
+
+function init(args)
+  local body = nil
+  if body_path then
+    local file = io.open(body_path, "rb")
+    body = file:read("*a")
+    file:close()
+  end
+  local headers = {{["Content-Type"] = "application/octet-stream"}}
+  -- Formatted once: building a 1 MiB request in Lua per request would measure Lua.
+  for i, path in ipairs(paths) do
+    prepared[i] = wrk.format("{case.method}", path, headers, body)
+  end
+  index = math.random(#prepared) - 1
+end
+
+function request()
+  index = index % #prepared + 1
+  return prepared[index]
+end
+
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'WRK-RESULT {{"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, '
+      .. '"failures": %d}}\\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.status + e.timeout))
+end
+"""
+
+
+def run_wrk(url: str, case: Case, seconds: float, workdir: Path) -> Load:
+    body_path = workdir / f"{case.key}.body"
+    body_path.write_bytes(case.body)
+    script = workdir / f"{case.key}.lua"
+    script.write_text(_lua_script(case, body_path))
+    threads = min(2, case.connections)
+    argv = ["wrk", f"-t{threads}", f"-c{case.connections}", f"-d{max(1, round(seconds))}s"]
+    argv += ["--timeout", "30s", "-s", str(script), url]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120, check=True)
+    found = re.search(r"WRK-RESULT (\{.*\})", done.stdout)
+    if found is None:
+        raise RuntimeError(f"no result from wrk:\n{done.stdout}\n{done.stderr}")
+    result = json.loads(found.group(1))
+    return Load(
+        requests=result["requests"],
+        seconds=result["duration_us"] / 1e6,
+        p50_ms=result["p50_us"] / 1000,
+        p99_ms=result["p99_us"] / 1000,
+        failures=result["failures"],
+    )
+
+
+def _raw_requests(host: str, port: int, case: Case) -> list[bytes]:
+    requests = []
+    for path in case.paths:
+        head = f"{case.method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        if case.method == "POST":
+            head += "Content-Type: application/octet-stream\r\n"
+            head += f"Content-Length: {len(case.body)}\r\n"
+        requests.append(head.encode("ascii") + b"\r\n" + case.body)
+    return requests
+
+
+async def _answer(reader: asyncio.StreamReader) -> int:
+    """Reads one whole answer; its status."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.lower() == b"content-length":
+            length = int(value)
+        elif key.lower() == b"transfer-encoding":
+            raise RuntimeError("chunked answers are not expected from either server")
+    if length:
+        await reader.readexactly(length)
+    return status
+
+
+async def _connection(
+    port: int,
+    requests: list[bytes],
+    index: int,
+    start_at: float,
+    stop_at: float,
+    latencies: list[float],
+) -> int:
+    """Keeps one connection busy, starting at ``requests[index]``; returns its failures."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    failures = 0
+    index %= len(requests)
+    clock = time.perf_counter
+    try:
+        while (begun := clock()) < stop_at:
+            writer.write(requests[index])
+            index = (index + 1) % len(requests)
+            status = await _answer(reader)
+            if begun >= start_at:
+                latencies.append(clock() - begun)
+                failures += not 200 <= status < 300
+    finally:
+        writer.close()
+    return failures
+
+
+async def _generate(
+    port: int, requests: list[bytes], connections: int, warmup_s: float, seconds: float
+) -> dict[str, Any]:
+    latencies: list[float] = []
+    start_at = time.perf_counter() + warmup_s
+    stop_at = start_at + seconds
+    outcomes = await asyncio.gather(
+        *(_connection(port, requests, i, start_at, stop_at, latencies) for i in range(connections)),
+        return_exceptions=True,
+    )
+    broken = sum(1 for o in outcomes if isinstance(o, BaseException))
+    failures = sum(o for o in outcomes if isinstance(o, int)) + broken
+    return {"latencies": latencies, "failures": failures, "seconds": seconds}
+
+
+def _load_process(spec: dict[str, Any]) -> dict[str, Any]:
+    """One load-generating process (a ``multiprocessing`` target: top level, plain data)."""
+    args = (spec["port"], spec["requests"], spec["connections"], spec["warmup_s"], spec["seconds"])
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover
+        return asyncio.run(_generate(*args))
+    return uvloop.run(_generate(*args))
+
+
+def run_python(url: str, case: Case, seconds: float, processes: int, warmup_s: float) -> Load:
+    port = int(url.rsplit(":", 1)[1])
+    requests = _raw_requests("127.0.0.1", port, case)
+    processes = max(1, min(processes, case.connections))
+    shares = [
+        case.connections // processes + (i < case.connections % processes) for i in range(processes)
+    ]
+    specs = [
+        {
+            "port": port,
+            "requests": requests,
+            "connections": n,
+            "warmup_s": warmup_s,
+            "seconds": seconds,
+        }
+        for n in shares
+    ]
+    # spawn: a forked child would inherit this process's threads and event loop state.
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        results = pool.map(_load_process, specs)
+    latencies = sorted(t for r in results for t in r["latencies"])
+    return Load(
+        requests=len(latencies),
+        seconds=seconds,
+        p50_ms=percentile(latencies, 0.50) * 1000,
+        p99_ms=percentile(latencies, 0.99) * 1000,
+        failures=sum(r["failures"] for r in results),
+    )
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+def _measure(
+    loadgen: str, url: str, case: Case, seconds: float, processes: int, workdir: Path
+) -> Load:
+    warmup_s = min(1.0, seconds / 4)
+    if loadgen == "wrk":
+        run_wrk(url, case, warmup_s, workdir)  # warm-up, discarded
+        return run_wrk(url, case, seconds, workdir)
+    return run_python(url, case, seconds, processes, warmup_s)
+
+
+def _figures(prefix: str, case: Case, load: Load) -> dict[str, Any]:
+    per_s = load.requests / load.seconds if load.seconds else 0.0
+    return {
+        f"{prefix}_req_per_s": per_s,
+        f"{prefix}_mb_per_s": per_s * case.payload_bytes / 1e6,
+        f"{prefix}_events_per_s": per_s * case.events,
+        f"{prefix}_p50_ms": load.p50_ms,
+        f"{prefix}_p99_ms": load.p99_ms,
+        f"{prefix}_failures": load.failures,
+    }
+
+
+def run(
+    seconds: float,
+    selected: Sequence[str] | None,
+    loadgen: str,
+    processes: int,
+    directory: str | None,
+    json_path: str | None,
+    environ: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """Runs the ``selected`` cases (default: all); ``environ`` is what the servers start
+    from (the command line hands in its environment)."""
+    # The per-request log lines of the client that prepares the store would drown the table.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    if loadgen == "auto":
+        loadgen = "wrk" if shutil.which("wrk") else "python"
+    elif loadgen == "wrk" and not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (Debian: apt-get install wrk); try --loadgen python")
+    table = cases()
+    unknown = set(selected or ()) - set(table)
+    if unknown:
+        raise SystemExit(f"unknown cases {sorted(unknown)}; known: {sorted(table)}")
+    chosen = [table[k] for k in (selected or table)]
+    base = Path(tempfile.mkdtemp(prefix="bench-http-", dir=directory))
+    rows: list[dict[str, Any]] = []
+    print(f"... starting the store and the bare endpoint (load: {loadgen})", flush=True)
+    store, bare = _start_servers(base, environ)
+    try:
+        _prepare_store(store.url)
+        for number, case in enumerate(chosen, 1):
+            loads = {}
+            for label, server in (("store", store), ("bare", bare)):
+                print(
+                    f"... [{number}/{len(chosen)}] {case.title}: {label},"
+                    f" {case.connections} connections, {seconds:g} s",
+                    flush=True,
+                )
+                loads[label] = _measure(loadgen, server.url, case, seconds, processes, base)
+                if label == "store":
+                    _wait_quiet(store.url)
+            row: dict[str, Any] = {
+                "case": case.key,
+                "title": case.title,
+                "connections": case.connections,
+                "payload_bytes": case.payload_bytes,
+                "loadgen": loadgen,
+                **_figures("store", case, loads["store"]),
+                **_figures("bare", case, loads["bare"]),
+            }
+            bare_rate = row["bare_req_per_s"]
+            row["ratio"] = row["store_req_per_s"] / bare_rate if bare_rate else float("nan")
+            rows.append(row)
+            if row["store_failures"] or row["bare_failures"]:
+                print(
+                    f"!!! {case.title}: {row['store_failures']} store and"
+                    f" {row['bare_failures']} bare answers were not 2xx or broke",
+                    flush=True,
+                )
+    finally:
+        store.stop()
+        bare.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    _print(rows)
+    write_json(json_path, "http", rows)
+    return rows
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    print_table(
+        rows,
+        [
+            ("case", "case", ""),
+            ("store_req_per_s", "store req/s", ",.0f"),
+            ("store_mb_per_s", "store MB/s", ",.1f"),
+            ("store_p50_ms", "p50 ms", ".2f"),
+            ("store_p99_ms", "p99 ms", ".2f"),
+            ("bare_req_per_s", "bare req/s", ",.0f"),
+            ("bare_mb_per_s", "bare MB/s", ",.1f"),
+            ("bare_p50_ms", "p50 ms", ".2f"),
+            ("bare_p99_ms", "p99 ms", ".2f"),
+            ("ratio", "store/bare", ".2f"),
+        ],
+    )
+    events = [r for r in rows if r["store_events_per_s"]]
+    if events:
+        print()
+        print_table(
+            events,
+            [
+                ("case", "case", ""),
+                ("store_events_per_s", "store ev/s", ",.0f"),
+                ("bare_events_per_s", "bare ev/s", ",.0f"),
+                ("ratio", "store/bare", ".2f"),
+            ],
+        )

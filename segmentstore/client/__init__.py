@@ -1,0 +1,42 @@
+"""A client for the segment store's HTTP API (API.md), blocking or asyncio, on httpx.
+
+    from segmentstore.client import SegmentStoreClient
+
+    with SegmentStoreClient("http://127.0.0.1:9090", token="...") as store:
+        store.create_segment("scope/stream/0")
+        r = store.append("scope/stream/0", b"hello", writer_id="w1", writer_seq=0)
+        data = store.read("scope/stream/0", 0, wait_ms=1000).data
+
+Method names, arguments and results follow the embedded :class:`~segmentstore.SegmentStore`
+(``SegmentInfo``, ``AppendResult``); reads also return the ``Segment-*`` headers. Errors:
+
+    SegmentStoreError           every error answer: the leaf of its code (BadOffsetError with
+    └── (the leaves)            expected_offset and length, ...); unknown codes the root
+    httpx.TransportError        the server could not be reached or answered nothing, after
+                                the retries that were safe (see :mod:`.retry`)
+
+The ``name`` of a segment error is the segment the request addressed (the server does not
+send it; for a merge whose source is missing it is still the target). The client imports
+httpx and the store's own modules, never FastAPI or uvicorn (importing the ``segmentstore``
+package does load the embedded store's code, about 0.2 s, but none of its backends).
+"""
+
+from segmentstore.client.async_client import AsyncSegmentStoreClient
+from segmentstore.client.results import (
+    ContainerState,
+    EventsReadResult,
+    ReadResult,
+    SegmentPage,
+)
+from segmentstore.client.retry import RetryPolicy
+from segmentstore.client.sync_client import SegmentStoreClient
+
+__all__ = [
+    "AsyncSegmentStoreClient",
+    "ContainerState",
+    "EventsReadResult",
+    "ReadResult",
+    "RetryPolicy",
+    "SegmentPage",
+    "SegmentStoreClient",
+]

@@ -1,0 +1,412 @@
+"""Every route of API.md as a :class:`Call`: the request to send, which answers are success, how
+to decode them, and whether a retry is safe. Both clients execute the same calls, so the
+sync and async clients cannot drift apart on paths, headers or retry rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from segmentstore.attributes import AttributeUpdate
+from segmentstore.errors import SegmentStoreError
+from segmentstore.events import encode as encode_events
+from segmentstore.segment_info import AppendResult, SegmentInfo
+
+from .errors import error_from_response
+from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
+
+T = TypeVar("T")
+
+OCTET_STREAM = {"Content-Type": "application/octet-stream"}
+Data = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    decode: Callable[[httpx.Response], T]
+    params: Mapping[str, str | int] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    content: bytes | None = None
+    json: Any = None
+    idempotent: bool = False
+    ok: frozenset[int] = frozenset({200})
+    # A tail read may legitimately take wait_ms before its first byte.
+    extra_timeout_s: float = 0.0
+    # What the request is about, for error attributes the wire does not carry.
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+
+def segment_path(name: str, action: str | None = None) -> str:
+    """``/v1/segments/NAME[:action]`` with the name percent-encoded (``#`` as ``%23``).
+
+    ``/`` stays as it is (names are paths); a ``.`` or ``..`` component is encoded too,
+    because httpx, like a browser, would otherwise resolve it away and address another name.
+    """
+    parts = [quote(part, safe="") for part in name.split("/")]
+    parts = [part.replace(".", "%2E") if part in (".", "..") else part for part in parts]
+    path = "/v1/segments/" + "/".join(parts)
+    return f"{path}:{action}" if action else path
+
+
+# -- decoders ---------------------------------------------------------------------------------
+
+
+def _info(response: httpx.Response) -> SegmentInfo:
+    body = response.json()
+    return SegmentInfo(
+        name=body["name"],
+        container=body["container"],
+        start_offset=body["start_offset"],
+        length=body["length"],
+        storage_length=body["storage_length"],
+        sealed=body["sealed"],
+        created_ms=body["created_ms"],
+        last_modified_ms=body["last_modified_ms"],
+        retention=dict(body["retention"]),
+        attributes=dict(body["attributes"]),
+    )
+
+
+def _appended(response: httpx.Response) -> AppendResult:
+    body = response.json()
+    return AppendResult(
+        offset=body["offset"],
+        length=body["length"],
+        duplicate=bool(body.get("duplicate", False)),
+        events=body.get("events"),
+    )
+
+
+def _segment_state(response: httpx.Response) -> tuple[int, int, int, bool]:
+    headers = response.headers
+    return (
+        int(headers["Segment-Read-Offset"]),
+        int(headers["Segment-Start-Offset"]),
+        int(headers["Segment-Length"]),
+        headers["Segment-Sealed"] == "true",
+    )
+
+
+def _read(response: httpx.Response) -> ReadResult:
+    offset, start, length, sealed = _segment_state(response)
+    data = response.content if response.status_code == 200 else b""
+    return ReadResult(data, offset, start, length, sealed)
+
+
+def _events_read(response: httpx.Response) -> EventsReadResult:
+    offset, start, length, sealed = _segment_state(response)
+    data = response.content if response.status_code == 200 else b""
+    next_offset = int(response.headers["Segment-Next-Offset"])
+    return EventsReadResult(data, offset, next_offset, start, length, sealed)
+
+
+def _container(body: Mapping[str, Any]) -> ContainerState:
+    return ContainerState(
+        id=body["id"],
+        epoch=body["epoch"],
+        status=body["status"],
+        segments=body["segments"],
+        tier1_bytes=body["tier1_bytes"],
+        tier2_lag_bytes=body["tier2_lag_bytes"],
+        last_sequence=body["last_sequence"],
+    )
+
+
+def _field(key: str) -> Callable[[httpx.Response], Any]:
+    return lambda response: response.json()[key]
+
+
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
+def outcome(call: Call[T], response: httpx.Response) -> T:
+    """The decoded answer to ``call``; the error it stands for if it is not a success."""
+    if response.status_code not in call.ok:
+        raise error_from_response(response, call.context)
+    try:
+        return call.decode(response)
+    except (KeyError, TypeError, ValueError) as error:
+        raise SegmentStoreError(
+            f"unexpected answer to {call.method} {call.path}: HTTP {response.status_code}"
+            f" {response.content[:200]!r}"
+        ) from error
+
+
+def timeout(base: httpx.Timeout, call: Call[Any]) -> httpx.Timeout:
+    if not call.extra_timeout_s:
+        return base
+    read = None if base.read is None else base.read + call.extra_timeout_s
+    return httpx.Timeout(connect=base.connect, read=read, write=base.write, pool=base.pool)
+
+
+# -- segments -----------------------------------------------------------------------------------
+
+
+def create_segment(
+    name: str,
+    attributes: Mapping[str, int] | None = None,
+    retention: Mapping[str, int] | None = None,
+) -> Call[SegmentInfo]:
+    body: dict[str, Any] = {}
+    if attributes:
+        body["attributes"] = dict(attributes)
+    if retention:
+        body["retention"] = dict(retention)
+    # Not idempotent: a retry after a lost 201 would answer 409 segment_exists.
+    return Call(
+        "PUT",
+        segment_path(name),
+        _info,
+        json=body or None,
+        ok=frozenset({201}),
+        context={"name": name},
+    )
+
+
+def get_info(name: str) -> Call[SegmentInfo]:
+    return Call("GET", segment_path(name), _info, idempotent=True, context={"name": name})
+
+
+def delete_segment(name: str) -> Call[None]:
+    # Not retried after sending: a retry of a delete that was applied answers 404.
+    return Call("DELETE", segment_path(name), _nothing, ok=frozenset({204}), context={"name": name})
+
+
+def list_page(
+    prefix: str = "", after: str | None = None, limit: int | None = None
+) -> Call[SegmentPage]:
+    params: dict[str, str | int] = {"prefix": prefix} if prefix else {}
+    if after is not None:
+        params["after"] = after
+    if limit is not None:
+        params["limit"] = limit
+
+    def decode(response: httpx.Response) -> SegmentPage:
+        body = response.json()
+        return SegmentPage(list(body["segments"]), body["next"])
+
+    return Call("GET", "/v1/segments", decode, params=params, idempotent=True)
+
+
+def seal(name: str) -> Call[SegmentInfo]:
+    return Call("POST", segment_path(name, "seal"), _info, idempotent=True, context={"name": name})
+
+
+def truncate(name: str, offset: int) -> Call[SegmentInfo]:
+    # Idempotent: truncating again at the same offset is below the new start, a no-op.
+    return Call(
+        "POST",
+        segment_path(name, "truncate"),
+        _info,
+        json={"offset": offset},
+        idempotent=True,
+        context={"name": name},
+    )
+
+
+def merge(target: str, source: str) -> Call[AppendResult]:
+    return Call(
+        "POST",
+        segment_path(target, "merge"),
+        _appended,
+        json={"source": source},
+        context={"name": target},
+    )
+
+
+def begin_transaction(name: str) -> Call[str]:
+    return Call(
+        "POST",
+        segment_path(name, "beginTransaction"),
+        _field("transaction"),
+        ok=frozenset({201}),
+        context={"name": name},
+    )
+
+
+def get_attributes(name: str) -> Call[dict[str, int]]:
+    return Call(
+        "GET",
+        segment_path(name, "attributes"),
+        _field("attributes"),
+        idempotent=True,
+        context={"name": name},
+    )
+
+
+def _update_json(update: AttributeUpdate | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(update, AttributeUpdate):
+        return {
+            "key": update.key,
+            "value": update.value,
+            "type": str(update.type),
+            "compare": update.compare,
+        }
+    return dict(update)
+
+
+def update_attributes(
+    name: str, updates: Iterable[AttributeUpdate | Mapping[str, Any]]
+) -> Call[dict[str, int]]:
+    wire = [_update_json(update) for update in updates]
+    # Only a batch of plain replaces gives the same result when applied twice.
+    idempotent = all(update.get("type", "replace") == "replace" for update in wire)
+    return Call(
+        "PATCH",
+        segment_path(name, "attributes"),
+        _field("attributes"),
+        json={"updates": wire},
+        idempotent=idempotent,
+        context={"name": name},
+    )
+
+
+def offset_at(name: str, timestamp_ms: int) -> Call[int]:
+    return Call(
+        "GET",
+        segment_path(name, "offsetAt"),
+        _field("offset"),
+        params={"timestamp_ms": timestamp_ms},
+        idempotent=True,
+        context={"name": name},
+    )
+
+
+# -- data -------------------------------------------------------------------------------------
+
+
+def _append_call(
+    name: str,
+    action: str,
+    body: Data,
+    expected_offset: int | None,
+    writer_id: str | None,
+    writer_seq: int | None,
+) -> Call[AppendResult]:
+    headers = dict(OCTET_STREAM)
+    if writer_id is not None:
+        headers["Writer-Id"] = writer_id
+    if writer_seq is not None:
+        headers["Writer-Seq"] = str(writer_seq)
+    params: dict[str, str | int] = {}
+    if expected_offset is not None:
+        params["expected_offset"] = expected_offset
+    return Call(
+        "POST",
+        segment_path(name, action),
+        _appended,
+        params=params,
+        headers=headers,
+        content=body if isinstance(body, bytes) else bytes(body),
+        # The store drops a Writer-Seq it has applied, so resending the same one is safe.
+        idempotent=writer_id is not None and writer_seq is not None,
+        context={"name": name},
+    )
+
+
+def append(
+    name: str,
+    data: Data,
+    expected_offset: int | None = None,
+    writer_id: str | None = None,
+    writer_seq: int | None = None,
+) -> Call[AppendResult]:
+    return _append_call(name, "append", data, expected_offset, writer_id, writer_seq)
+
+
+def append_events(
+    name: str,
+    events: Data | Sequence[bytes],
+    expected_offset: int | None = None,
+    writer_id: str | None = None,
+    writer_seq: int | None = None,
+) -> Call[AppendResult]:
+    body = events if isinstance(events, bytes | bytearray | memoryview) else encode_events(events)
+    return _append_call(name, "appendEvents", body, expected_offset, writer_id, writer_seq)
+
+
+def read(
+    name: str, offset: int, max_length: int | None = None, wait_ms: int = 0
+) -> Call[ReadResult]:
+    params: dict[str, str | int] = {"offset": offset}
+    if max_length is not None:
+        params["max_length"] = max_length
+    if wait_ms:
+        params["wait_ms"] = wait_ms
+    return Call(
+        "GET",
+        segment_path(name, "read"),
+        _read,
+        params=params,
+        idempotent=True,
+        ok=frozenset({200, 204}),
+        extra_timeout_s=max(0, wait_ms) / 1000,
+        context={"name": name},
+    )
+
+
+def read_events(
+    name: str, offset: int, max_bytes: int | None = None, wait_ms: int = 0
+) -> Call[EventsReadResult]:
+    params: dict[str, str | int] = {"offset": offset}
+    if max_bytes is not None:
+        params["max_bytes"] = max_bytes
+    if wait_ms:
+        params["wait_ms"] = wait_ms
+    return Call(
+        "GET",
+        segment_path(name, "readEvents"),
+        _events_read,
+        params=params,
+        idempotent=True,
+        ok=frozenset({200, 204}),
+        extra_timeout_s=max(0, wait_ms) / 1000,
+        context={"name": name},
+    )
+
+
+# -- containers and probes ----------------------------------------------------------------------
+
+
+def containers() -> Call[list[ContainerState]]:
+    def decode(response: httpx.Response) -> list[ContainerState]:
+        return [_container(c) for c in response.json()["containers"]]
+
+    return Call("GET", "/v1/containers", decode, idempotent=True)
+
+
+def restart_container(container_id: int) -> Call[ContainerState]:
+    # Not idempotent: each restart is another epoch.
+    return Call(
+        "POST",
+        f"/v1/containers/{container_id}:restart",
+        lambda response: _container(response.json()),
+        context={"container": container_id},
+    )
+
+
+def healthz() -> Call[bool]:
+    return Call("GET", "/healthz", lambda response: True, idempotent=True)
+
+
+def readyz() -> Call[bool]:
+    # 503 is an answer here ("not ready"), not a failure to retry.
+    return Call(
+        "GET",
+        "/readyz",
+        lambda response: response.status_code == 200,
+        idempotent=True,
+        ok=frozenset({200, 503}),
+    )
+
+
+def metrics() -> Call[str]:
+    return Call("GET", "/metrics", lambda response: response.text, idempotent=True)

@@ -1,0 +1,40 @@
+"""The client's public surface, and what importing it costs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import segmentstore.client
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_public_names() -> None:
+    assert segmentstore.client.__all__ == [
+        "AsyncSegmentStoreClient",
+        "ContainerState",
+        "EventsReadResult",
+        "ReadResult",
+        "RetryPolicy",
+        "SegmentPage",
+        "SegmentStoreClient",
+    ]
+
+
+def test_importing_the_client_loads_no_server_or_storage_backend() -> None:
+    heavy = ["fastapi", "starlette", "uvicorn", "pyarrow", "boto3", "botocore", "lmdb"]
+    probe = (
+        "import sys, segmentstore.client\n"
+        f"print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert loaded == ""

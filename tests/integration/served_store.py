@@ -1,0 +1,124 @@
+"""``segmentstore serve`` as a child process on a free loopback port, for tests that kill it.
+
+The server is asked for port 0 and the port the kernel gave it is read from uvicorn's
+"Uvicorn running on" line, so no free port is guessed and raced for. Its log goes to a file
+(and is kept in memory) so a failing test can show it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+_RUNNING_ON = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+
+
+class ServedStore:
+    """One ``segmentstore serve`` process over ``data_dir``; ``settings`` become
+    ``SEGMENTSTORE_<SECTION>__<KEY>`` variables."""
+
+    def __init__(
+        self, data_dir: Path, log_path: Path, settings: dict[str, str] | None = None
+    ) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENTSTORE_")}
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+        env.update(settings or {})
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 (closed by the reader thread)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "segmentstore.cli",
+                "serve",
+                "--data-dir",
+                str(data_dir),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+            ],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self.port: int | None = None
+        self._port_known = threading.Event()
+        self._reader = threading.Thread(target=self._read_log, name="serve-log", daemon=True)
+        self._reader.start()
+
+    def _read_log(self) -> None:
+        assert self.proc.stderr is not None
+        try:
+            for line in self.proc.stderr:
+                self._log.write(line)
+                self._log.flush()
+                if self.port is None:
+                    found = _RUNNING_ON.search(line.decode("utf-8", "replace"))
+                    if found:
+                        self.port = int(found.group(1))
+                        self._port_known.set()
+        finally:
+            self._log.close()
+            self._port_known.set()  # EOF: wake the waiter, who then sees the process is gone
+
+    @property
+    def url(self) -> str:
+        assert self.port is not None, "the server has not started"
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Until ``/readyz`` answers 200 (every container recovered)."""
+        deadline = time.monotonic() + timeout_s
+        if not self._port_known.wait(timeout_s) or self.port is None:
+            raise RuntimeError(f"the server did not start (exit {self.proc.poll()}):\n{self.log()}")
+        with httpx.Client(base_url=self.url, timeout=5) as http:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"the server exited with {self.proc.returncode}:\n{self.log()}"
+                    )
+                try:
+                    if http.get("/readyz").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.05)
+        raise RuntimeError(f"the server was not ready in {timeout_s} s:\n{self.log()}")
+
+    def sigkill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        assert self.proc.wait(timeout=30) == -signal.SIGKILL, self.proc.returncode
+        self._finish()
+
+    def stop(self, timeout_s: float = 30) -> int:
+        """SIGTERM, then SIGKILL if it has not ended in ``timeout_s``; the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._finish()
+        return self.proc.returncode
+
+    def _finish(self) -> None:
+        # The reader must be done with the pipe before it is closed under it.
+        self._reader.join(timeout=30)
+        if self.proc.stderr is not None and not self._reader.is_alive():
+            self.proc.stderr.close()
