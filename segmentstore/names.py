@@ -36,8 +36,13 @@ def transaction_name(parent: str) -> str:
 
 
 def transaction_parent(name: str) -> str | None:
-    """The parent segment of a transaction segment, or None for a plain segment."""
-    cut = name.find(TRANSACTION_MARKER)
+    """The segment a transaction segment commits into, or None for a plain segment.
+
+    A transaction may have transactions of its own (``T#transaction.<id>`` commits into
+    ``T``), so this cuts at the last marker; every one of them lives in the container of the
+    root, which the container mapping finds by cutting at the first.
+    """
+    cut = name.rfind(TRANSACTION_MARKER)
     return name[:cut] if cut >= 0 else None
 
 

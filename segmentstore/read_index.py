@@ -87,13 +87,12 @@ class SegmentReadIndex:
             self._cache.delete(removed.address)
 
     def absorb(self, source: SegmentReadIndex, at_offset: int) -> None:
-        """Take over ``source``'s entries (no bytes copied): they now start at ``at_offset``."""
-        first = source._tree.first()
-        if first is not None:
-            shift = at_offset - first[0]
-            for start, entry in list(source._tree.items()):
-                self._tree.insert(start + shift, entry)
-            source._tree.clear()
+        """Take over ``source``'s entries (no bytes copied): its offset 0 is ``at_offset``."""
+        # Source offset o is target offset at_offset + o (a merged source starts at 0), even
+        # when its first entries were evicted after reaching Tier 2.
+        for start, entry in list(source._tree.items()):
+            self._tree.insert(at_offset + start, entry)
+        source._tree.clear()
         source.notify()
         self.notify()
 

@@ -47,12 +47,13 @@ class Tier1Retention:
             ranges.popleft()
 
     def merged(self, source_id: int, target_id: int, target_offset: int) -> None:
-        """The source's bytes now sit at ``target_offset`` in the target."""
+        """The source's bytes now sit in the target, its offset 0 at ``target_offset``."""
         source = self._ranges.pop(source_id, None)
         if not source:
             return
-        shift = target_offset - source[0][_START]
-        start, end = source[0][_START] + shift, source[-1][_END] + shift
+        # Source offset o is target offset target_offset + o; the source's first ranges may
+        # already be released (in Tier 2), so its first remaining range need not start at 0.
+        start, end = target_offset + source[0][_START], target_offset + source[-1][_END]
         first_sequence = min(r[_SEQUENCE] for r in source)
         self._ranges.setdefault(target_id, deque()).append([start, end, first_sequence])
 

@@ -105,3 +105,15 @@ def test_eviction_only_below_storage_length_and_least_recently_used(
     assert index.read(6 * 4 * KiB, 4) == bytes([6]) * 4
     assert index.read(0, 4) == b""  # evicted: a miss (Tier 2 serves it once it exists)
     assert cache.stats.evictions == 5
+
+
+def test_absorb_keeps_offsets_when_the_source_head_was_evicted(cache: BlockArenaCache) -> None:
+    target, source = new_index(cache, max_entry=4 * KiB), new_index(cache, max_entry=4 * KiB)
+    target.append(0, b"T" * 100)
+    for i in range(3):
+        source.append(i * 4 * KiB, bytes([i]) * 4 * KiB)
+    source.storage_length = 4 * KiB
+    assert source.evict(oldest_kept_generation=1) == 4 * KiB  # its head is in Tier 2 only
+    target.absorb(source, 100)
+    assert target.read(100 + 4 * KiB, 4) == bytes([1]) * 4  # not shifted down to offset 100
+    assert target.read(100, 4) == b""  # the evicted head: a miss, served from Tier 2

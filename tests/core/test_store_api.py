@@ -419,3 +419,14 @@ async def test_container_count_is_fixed_by_the_data(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="container count"):
         async with SegmentStore.open(tmp_path, containers=8):
             pass
+
+
+async def test_a_transaction_of_a_transaction_commits_into_it(store: SegmentStore) -> None:
+    await store.create_segment("p")
+    outer = await store.begin_transaction("p")
+    inner = await store.begin_transaction(outer)
+    assert inner.startswith(f"{outer}#transaction.")
+    await store.append(inner, b"inner")
+    await store.merge(outer, inner)
+    await store.merge("p", outer)
+    assert await read_all(store, "p") == b"inner"
