@@ -151,6 +151,10 @@ class BlockArenaCache(Cache):
         self._evictions += 1
 
     @property
+    def used_bytes(self) -> int:
+        return self._arena.used_blocks * self._block_bytes
+
+    @property
     def stats(self) -> CacheStats:
         return CacheStats(
             used_bytes=self._arena.used_blocks * self._block_bytes,

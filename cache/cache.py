@@ -110,6 +110,12 @@ class Cache(ABC):
 
     @property
     @abstractmethod
+    def used_bytes(self) -> int:
+        """Blocks in use * ``block_bytes``: what :attr:`stats` says, without building it (the
+        store asks on every append)."""
+
+    @property
+    @abstractmethod
     def stats(self) -> CacheStats:
         """Occupancy and counters now (also after close)."""
 

@@ -212,6 +212,10 @@ class LmdbCache(Cache):
         self._evictions += 1
 
     @property
+    def used_bytes(self) -> int:
+        return self._used_blocks * self._block_bytes
+
+    @property
     def stats(self) -> CacheStats:
         return CacheStats(
             used_bytes=self._used_blocks * self._block_bytes,

@@ -51,7 +51,15 @@ class CacheManager:
         return self.cache.stats
 
     def _fits(self, size: int) -> bool:
-        return self.cache.stats.used_bytes + self._reserved + size <= self.cache.max_bytes
+        return self.cache.used_bytes + self._reserved + size <= self.cache.max_bytes
+
+    def try_reserve(self, payload_bytes: int) -> int | None:
+        """:meth:`reserve` if there is room now (the common case, with no coroutine)."""
+        size = payload_bytes + self.cache.block_bytes
+        if not self._fits(size):
+            return None
+        self._reserved += size
+        return size
 
     async def reserve(self, payload_bytes: int) -> int:
         """Reserve room for an append of ``payload_bytes``; returns what to :meth:`release`."""

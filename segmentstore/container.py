@@ -328,7 +328,8 @@ class SegmentContainer:
         op = AppendOperation(name, data, expected_offset, writer_id, writer_seq)
         # Room in the cache is taken before the append is admitted: at commit its bytes go
         # into the cache, which must never have to refuse them.
-        reserved = await self._cache_manager.reserve(len(data))
+        manager = self._cache_manager
+        reserved = manager.try_reserve(len(data)) or await manager.reserve(len(data))
         try:
             await self._process(op)
         finally:
