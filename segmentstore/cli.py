@@ -75,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     append.add_argument("--segments", type=int, default=16, help="writers share these")
     append.add_argument("--dir", default=None, help="where to write (default: temp dir)")
     append.add_argument("--json", default=None, help="also write the results here")
+    append.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     writer = benches.add_parser("writer", help="sustained ingest flushing to Tier 2 vs raw")
     writer.add_argument("--seconds", type=float, default=20.0)
     writer.add_argument("--writers", type=int, default=16)
@@ -179,7 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "bench" and args.bench == "append":
         from segmentstore.bench import append
 
-        append.run(args.sizes, args.writers, args.seconds, args.segments, args.dir, args.json)
+        append.run(
+            args.sizes, args.writers, args.seconds, args.segments, args.dir, args.json, args.loop
+        )
         return 0
     if args.command == "bench" and args.bench == "writer":
         from segmentstore.bench import writer

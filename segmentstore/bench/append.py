@@ -3,7 +3,8 @@
 For each payload size and writer count it runs the store for a fixed time (every append
 awaited, so every figure is of acknowledged, fsynced data), then, in the same run and on the
 same disk, a raw loop of ``os.write`` + ``os.fdatasync`` of the same records in groups, and
-reports the ratio store / raw. The machines are noisy; compare ratios, not absolutes.
+reports the ratio store / raw. It runs on uvloop, as ``segmentstore serve`` does (``--loop
+asyncio`` for the standard loop). The machines are noisy; compare ratios, not absolutes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from segmentstore.bench.report import percentile, print_table, write_json
+from segmentstore.bench.report import percentile, print_table, run_loop, write_json
 from segmentstore.store import SegmentStore
 
 MiB = 1 << 20
@@ -94,6 +95,7 @@ def run(
     segments: int,
     directory: str | None,
     json_path: str | None,
+    loop: str = "uvloop",
 ) -> list[dict[str, Any]]:
     base = Path(tempfile.mkdtemp(prefix="bench-append-", dir=directory))
     rows: list[dict[str, Any]] = []
@@ -103,8 +105,8 @@ def run(
                 case = base / f"{size}-{writers}"
                 case.mkdir()
                 print(f"... {size} B x {writers} writers: store", flush=True)
-                store = asyncio.run(
-                    _run_store(case, size, writers, min(segments, writers), seconds)
+                store = run_loop(
+                    _run_store(case, size, writers, min(segments, writers), seconds), loop
                 )
                 # The raw loop groups as the store can: as many records as there are writers,
                 # up to 4 MiB per fdatasync.
@@ -128,6 +130,7 @@ def run(
                 )
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    print(f"event loop: {loop}")
     print_table(
         rows,
         [

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def run_loop(main: Coroutine[Any, Any, T], loop: str) -> T:
+    """Run ``main`` on ``uvloop`` (what the service runs on) or the standard ``asyncio`` loop."""
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(main)
+    return asyncio.run(main)
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
