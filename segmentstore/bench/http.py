@@ -58,52 +58,6 @@ READ_SEGMENT_MIB = 16
 SEGMENTS = 16
 _RUNNING_ON = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
-# The bare endpoint. A program of its own, run in a child process like the store's server,
-# built by the same ``server_config``; it lives here as text so that the benchmark stays one
-# file and the core never imports FastAPI.
-BARE_APP = '''
-"""The bare baseline of ``segmentstore bench http``: the store's routes, no store."""
-import sys
-
-import uvicorn
-import uvloop
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
-
-from api.server import server_config
-
-app = FastAPI()
-HEADERS = {"Segment-Start-Offset": "0", "Segment-Length": "0", "Segment-Sealed": "false"}
-DATA = bytes(16 << 20)
-
-
-@app.post("/v1/segments/{name:path}:append")
-async def append(name: str, request: Request) -> Response:
-    body = await request.body()
-    return JSONResponse({"offset": 0, "length": len(body)})
-
-
-@app.post("/v1/segments/{name:path}:appendEvents")
-async def append_events(name: str, request: Request) -> Response:
-    body = await request.body()
-    return JSONResponse({"offset": 0, "length": len(body), "events": 0})
-
-
-@app.get("/v1/segments/{name:path}:read")
-async def read(name: str, offset: int, max_length: int = 16 << 20) -> Response:
-    headers = {"Segment-Read-Offset": str(offset), **HEADERS}
-    return Response(DATA[:max_length], media_type="application/octet-stream", headers=headers)
-
-
-@app.get("/readyz")
-async def readyz() -> Response:
-    return JSONResponse({"status": "ready"})
-
-
-uvloop.run(uvicorn.Server(server_config(app, "127.0.0.1", 0, log_level="info")).serve())
-'''
-
-
 # -- the servers ----------------------------------------------------------------------------
 
 
@@ -179,8 +133,6 @@ class ServerProcess:
 
 
 def _start_servers(base: Path, environ: Mapping[str, str]) -> tuple[ServerProcess, ServerProcess]:
-    bare_script = base / "bare_app.py"
-    bare_script.write_text(BARE_APP)
     serve = ["serve", "--data-dir", str(base / "data"), "--host", "127.0.0.1", "--port", "0"]
     store = ServerProcess(
         "store",
@@ -188,7 +140,10 @@ def _start_servers(base: Path, environ: Mapping[str, str]) -> tuple[ServerProces
         base / "store.log",
         environ,
     )
-    bare = ServerProcess("bare", [sys.executable, str(bare_script)], base / "bare.log", environ)
+    # The baseline is a program of its own in api/ (the core never imports FastAPI).
+    bare = ServerProcess(
+        "bare", [sys.executable, "-m", "api.bench_baseline"], base / "bare.log", environ
+    )
     try:
         store.wait_ready()
         bare.wait_ready()
