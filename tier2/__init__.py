@@ -32,6 +32,7 @@ from tier2.file_storage import FileChunkStorage
 from tier2.layout import chunk_key, manifest_key, segment_key, time_index_key
 from tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest
 from tier2.segment_reader import SegmentReader
+from tier2.time_index import TimeIndexEntry, read_time_index
 
 if TYPE_CHECKING:
     from tier2.hdfs_storage import HdfsChunkStorage
@@ -60,9 +61,11 @@ __all__ = [
     "Tier2Error",
     "Tier2IOError",
     "Tier2UnavailableError",
+    "TimeIndexEntry",
     "chunk_key",
     "manifest_key",
     "open_chunk_storage",
+    "read_time_index",
     "segment_key",
     "time_index_key",
 ]

@@ -4,7 +4,7 @@
 
     segments/<h>/manifest.json                              the segment's manifest
     segments/<h>/chunk-<start offset, 20 digits>-e<epoch, 10 digits>
-    segments/<h>/chunk-...-e....tidx                        its time index (reserved)
+    segments/<h>/chunk-...-e....tidx                        its time index sidecar
 
 ``<h>`` is the first 32 hex digits (128 bits) of SHA-256 over the name's UTF-8 bytes. No part of
 a name is used raw, so no name (``../x``, ``a/../../etc``, 255 characters, ``#transaction.``)
@@ -52,7 +52,7 @@ def manifest_key(name: str) -> str:
 
 
 def time_index_key(chunk_key: str) -> str:
-    """Reserved for the sparse time index of a chunk (append time -> offset)."""
+    """The sparse time index sidecar of a chunk (:mod:`tier2.time_index`)."""
     return chunk_key + TIME_INDEX_SUFFIX
 
 

@@ -12,7 +12,8 @@ from bisect import bisect_right
 from tier2.chunk_storage import ChunkStorage, check_range
 from tier2.errors import ChunkNotFoundError, ManifestNotFoundError
 from tier2.layout import SEGMENTS_PREFIX, is_manifest_key
-from tier2.manifest import ManifestStore, SegmentManifest, parse_manifest
+from tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest, parse_manifest
+from tier2.time_index import TimeIndexEntry, read_time_index
 
 
 class SegmentReader:
@@ -56,6 +57,11 @@ class SegmentReader:
             except ChunkNotFoundError as e:
                 raise ChunkNotFoundError(chunk.key, manifest.name) from e
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def time_index(self, chunk: ChunkInfo) -> list[TimeIndexEntry]:
+        """The append boundaries (and their times) that ``chunk``'s sidecar records inside it,
+        in offset order; none if it has no sidecar (:mod:`tier2.time_index`)."""
+        return read_time_index(self._storage, chunk)
 
     def list_segments(self, prefix: str = "") -> list[SegmentManifest]:
         """The manifests of every segment whose name starts with ``prefix``, sorted by name.
