@@ -26,6 +26,12 @@ class StoreSettings(_Section):
     max_append_bytes: int = Field(default=8 * MiB, ge=1, le=64 * MiB)
     max_read_bytes: int = Field(default=16 * MiB, ge=1, le=64 * MiB)
     max_wait_ms: int = Field(default=60_000, ge=0)
+    # The sparse time index of each segment (:offsetAt, time retention) records one append
+    # boundary per this many appended bytes: its memory is 16 bytes per interval of Tier 1 tail.
+    time_index_interval_bytes: int = Field(default=4 * KiB, ge=1)
+    # How often retention policies are enforced; together with the index interval and the chunk
+    # roll settings, this bounds how late expired data is deleted (README, Retention).
+    retention_check_interval_ms: int = Field(default=30_000, ge=1)
 
 
 class DurableLogSettings(_Section):
@@ -67,6 +73,9 @@ class StorageWriterSettings(_Section):
     flush_interval_ms: int = Field(default=30_000, ge=1)
     # A chunk rolls at this size (where the backend can append; elsewhere a flush is a chunk).
     max_chunk_bytes: int = Field(default=64 * MiB, ge=4 * KiB)
+    # ... or once it is this old, so that a slow segment's data can still be deleted whole
+    # chunks at a time when retention truncates it.
+    max_chunk_age_ms: int = Field(default=3_600_000, ge=1)
     # Tier 2 outages are retried with exponential backoff between these bounds; meanwhile
     # appends go on into Tier 1 and the cache until the cache bound pushes back.
     retry_min_ms: int = Field(default=100, ge=1)
@@ -79,6 +88,8 @@ class Tier1Settings(_Section):
     mode: Literal["local"] = "local"
     # A local log file rolls once it holds this much; truncation deletes whole files.
     segment_bytes: int = Field(default=64 * MiB, ge=4 * KiB)
+    # ... or once its first record is this old, so that a quiet log still frees its files.
+    segment_ms: int = Field(default=600_000, ge=1)
 
 
 class ApiSettings(_Section):

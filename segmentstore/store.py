@@ -148,7 +148,10 @@ class SegmentStore:
 
     def _data_log(self, container_id: int) -> DurableDataLog:
         directory = self.settings.store.data_dir / "tier1" / f"container-{container_id:04d}"
-        return LocalDurableDataLog(directory, segment_bytes=self.settings.tier1.segment_bytes)
+        tier1 = self.settings.tier1
+        return LocalDurableDataLog(
+            directory, segment_bytes=tier1.segment_bytes, segment_ms=tier1.segment_ms
+        )
 
     def _claim_data_dir(self, data_dir: Path) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)

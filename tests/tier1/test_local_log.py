@@ -113,6 +113,23 @@ async def test_files_are_named_by_base_address_and_rolled_at_segment_bytes(
     assert any(path.stat().st_size > 25_000 for path in files)
 
 
+async def test_a_quiet_log_rolls_its_file_by_age_so_truncation_can_free_it(
+    tmp_path: Path,
+) -> None:
+    log = LocalDurableDataLog(tmp_path, segment_bytes=1 << 20, segment_ms=200)
+    await log.open()
+    first = await log.append([b"a" * 100])
+    await log.append([b"b" * 100])
+    assert len(log_files(tmp_path)) == 1  # young and small: no roll
+    await asyncio.sleep(0.3)
+    later = await log.append([b"c" * 100])
+    assert [int(path.stem) for path in log_files(tmp_path)] == [first, later]
+    await log.truncate(later)
+    assert [int(path.stem) for path in log_files(tmp_path)] == [later]
+    assert [r.data for r in await read_all(log)] == [b"c" * 100]
+    await log.close()
+
+
 async def test_truncate_deletes_whole_files_only(tmp_path: Path) -> None:
     log = LocalDurableDataLog(tmp_path, segment_bytes=10_000)
     await log.open()

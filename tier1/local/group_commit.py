@@ -24,6 +24,7 @@ import contextlib
 import errno
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 
@@ -51,7 +52,8 @@ class _RollSyncError(Exception):
 
 
 class GroupCommit:
-    """Appends records to the log's last file, rolling files at ``segment_bytes``.
+    """Appends records to the log's last file, rolling files at ``segment_bytes`` or, at the
+    next write, once the file has been written to for ``segment_ms``.
 
     ``fd`` is the last file, open for appending, whose records end at address ``end``;
     ``file_bases`` lists every file of the log, the last one included.
@@ -65,10 +67,12 @@ class GroupCommit:
         file_bases: Sequence[int],
         end: int,
         segment_bytes: int,
+        segment_ms: int,
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         self._directory = directory
         self._segment_bytes = segment_bytes
+        self._segment_s = segment_ms / 1000
         self._loop = loop
         self._create_future = loop.create_future
 
@@ -100,6 +104,8 @@ class GroupCommit:
         # Writer thread only.
         self._file_base = self._file_bases[-1]
         self._write_end = end
+        # The age of a file counts from its first record written by this process.
+        self._file_started: float | None = None
 
         self._stop_lock = threading.Lock()
         self._stopped = False
@@ -248,6 +254,11 @@ class GroupCommit:
         file_size = end - self._file_base
         iov: list[Buffer] = []
         iov_bytes = 0
+        now = time.monotonic()
+        if self._file_started is None:
+            self._file_started = now
+        elif file_size > 0 and now - self._file_started >= self._segment_s:
+            file_size = self._segment_bytes  # old enough: roll before this batch
         for address, length, parts in batch:
             if file_size >= self._segment_bytes:
                 if iov:
@@ -291,6 +302,7 @@ class GroupCommit:
             self._fd = fd
             self._file_bases.append(base)
         self._file_base = base
+        self._file_started = time.monotonic()
 
     def _fail(self, error: DataLogWriteError, *, final_sync_allowed: bool) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ from tier1.local.scanner import FileScanner, InvalidRecordError
 from tier1.log import Buffer, DurableDataLog, LogRecord
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+DEFAULT_SEGMENT_MS = 600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,19 +40,28 @@ class _Recovered:
 
 
 class LocalDurableDataLog(DurableDataLog):
-    """A write-ahead log of files in ``directory``, a new file every ``segment_bytes``.
+    """A write-ahead log of files in ``directory``, a new file every ``segment_bytes``, or at the
+    first append once the last file is ``segment_ms`` old (so that a quiet log can still delete
+    its older records: truncation frees whole files only).
 
     Not thread-safe: call it from the event loop that opened it. It can be opened again after
     :meth:`close`.
     """
 
     def __init__(
-        self, directory: str | os.PathLike[str], *, segment_bytes: int = DEFAULT_SEGMENT_BYTES
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        segment_ms: int = DEFAULT_SEGMENT_MS,
     ) -> None:
-        if segment_bytes <= 0:
-            raise ValueError(f"segment_bytes must be positive, not {segment_bytes}")
+        if segment_bytes <= 0 or segment_ms <= 0:
+            raise ValueError(
+                f"segment_bytes ({segment_bytes}) and segment_ms ({segment_ms}) must be positive"
+            )
         self._directory = LogDirectory(os.fspath(directory))
         self._segment_bytes = segment_bytes
+        self._segment_ms = segment_ms
         self._epoch = 0
         self._truncated_below = 0
         self._commit: GroupCommit | None = None
@@ -89,6 +99,7 @@ class LocalDurableDataLog(DurableDataLog):
             file_bases=recovered.file_bases,
             end=recovered.end,
             segment_bytes=self._segment_bytes,
+            segment_ms=self._segment_ms,
             loop=loop,
         )
         self._commit.start()
