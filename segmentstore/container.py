@@ -36,18 +36,21 @@ from segmentstore.operations import (
     MergeOperation,
     Operation,
     SealOperation,
+    SetRetentionOperation,
     TruncateOperation,
     UpdateAttributesOperation,
 )
 from segmentstore.read_index import SegmentReadIndex
 from segmentstore.recovery import RecoveryStats, replay
+from segmentstore.retention import RetentionEnforcer
 from segmentstore.segment_info import AppendResult, SegmentInfo
 from segmentstore.settings import Settings
 from segmentstore.storage_writer import DeleteEvent, MergeEvent, StorageWriter
 from segmentstore.tier1_retention import Tier1Retention
 from segmentstore.tier2_reads import Tier2Reads
+from segmentstore.time_lookup import TimeLookup
 from tier1 import DataLogError, DurableDataLog
-from tier2 import Tier2Error
+from tier2 import Tier2Error, TimeIndexEntry
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,7 @@ class SegmentContainer:
         self._data_log_factory = data_log_factory
         self._cache_manager = cache_manager
         self._tier2 = tier2
+        self._time_lookup = TimeLookup(tier2.storage)
         self.status = ContainerStatus.STOPPED
         self.failure: str | None = None
         self.recovery = RecoveryStats()
@@ -84,6 +88,7 @@ class SegmentContainer:
         self._log: DurableLog | None = None
         self._indexes: dict[int, SegmentReadIndex] = {}
         self._writer: StorageWriter | None = None
+        self._retention_enforcer: RetentionEnforcer | None = None
         # Merged ranges whose bytes Tier 2 still has under the source's manifest:
         # target id -> [(merge sequence, target offset, length, source name)].
         self._merging: dict[int, list[tuple[int, int, int, str]]] = {}
@@ -121,6 +126,7 @@ class SegmentContainer:
             self._durable = await replay(
                 self.id, epoch, self._data_log, self._restore, self._replay_one, self.recovery
             )
+            self._durable.time_index_interval = self._settings.store.time_index_interval_bytes
             self._log = DurableLog(
                 self.id,
                 self._data_log,
@@ -137,6 +143,14 @@ class SegmentContainer:
             # Every start begins the log anew at a checkpoint, so the next recovery is bounded.
             await self._log.checkpoint()
             self._writer.start()
+            self._retention_enforcer = RetentionEnforcer(
+                self.id,
+                lambda: self._durable,
+                self._time_lookup,
+                self.truncate,
+                self._settings.store.retention_check_interval_ms,
+            )
+            self._retention_enforcer.start()
         except (DataLogError, LogReplayError, FrameFormatError, Tier2Error) as error:
             await self._go_offline(error)
             return
@@ -169,6 +183,8 @@ class SegmentContainer:
         await self._release_resources()
 
     async def _release_resources(self) -> None:
+        if self._retention_enforcer is not None:
+            await self._retention_enforcer.stop()
         if self._writer is not None:
             await self._writer.stop()
         if self._log is not None:
@@ -197,6 +213,7 @@ class SegmentContainer:
     # -- applying committed operations ----------------------------------------------------
 
     def _restore(self, metadata: ContainerMetadata) -> None:
+        metadata.time_index_interval = self._settings.store.time_index_interval_bytes
         # Bytes appended before a checkpoint are, by the truncation rule, below each segment's
         # start offset or already in Tier 2: the read index starts empty for them.
         self._indexes = {segment.id: self._new_index() for segment in metadata.segments.values()}
@@ -242,7 +259,7 @@ class SegmentContainer:
                 )
                 writer.enqueue(
                     MergeEvent(op.sequence, op.target_id, op.source, op.source_id,
-                               op.target_offset, op.source_length)
+                               op.target_offset, op.source_length, op.time_ms)
                 )  # fmt: skip
             case DeleteSegmentOperation():
                 self._indexes.pop(op.segment_id).drop()
@@ -264,10 +281,15 @@ class SegmentContainer:
             segment = metadata.by_id.get(segment_id)
             if segment is not None and storage_length > segment.storage_length:
                 segment.storage_length = min(storage_length, segment.length)
+                # The flush wrote these entries into the chunk's sidecar.
+                segment.time_index.forget_below(segment.storage_length)
         index = self._indexes.get(segment_id)
         if index is not None:
             index.storage_length = max(index.storage_length, storage_length)
         self._retention.release(segment_id, storage_length)
+
+    def time_index_entries(self, segment_id: int, start: int, end: int) -> list[TimeIndexEntry]:
+        return self._durable.by_id[segment_id].time_index.between(start, end)
 
     def sealed_in_storage(self, segment_id: int) -> None:
         for metadata in self._metadata_copies():
@@ -384,6 +406,17 @@ class SegmentContainer:
         except Tier2Error as error:
             raise ContainerUnavailableError(self.id, f"Tier 2 read failed: {error}") from error
 
+    async def set_retention(self, name: str, retention: dict[str, int]) -> SegmentInfo:
+        await self._process(SetRetentionOperation(name, retention))
+        return self._info(name)
+
+    async def offset_at(self, name: str, timestamp_ms: int) -> int:
+        segment = self._segment(name)
+        try:
+            return await self._time_lookup.offset_at(segment, timestamp_ms)
+        except Tier2Error as error:
+            raise ContainerUnavailableError(self.id, f"Tier 2 read failed: {error}") from error
+
     async def seal(self, name: str) -> SegmentInfo:
         await self._process(SealOperation(name))
         return self._info(name)
@@ -436,6 +469,10 @@ class SegmentContainer:
     @property
     def storage_writer(self) -> StorageWriter | None:
         return self._writer
+
+    @property
+    def retention(self) -> RetentionEnforcer | None:
+        return self._retention_enforcer
 
     @property
     def durable_metadata(self) -> ContainerMetadata:

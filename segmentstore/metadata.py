@@ -12,8 +12,10 @@ Invariants of every segment: ``start_offset <= length``, ``storage_length <= len
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from segmentstore.time_index import SegmentTimeIndex
 
 
 @dataclass(slots=True)
@@ -33,6 +35,8 @@ class SegmentMetadata:
     # Exactly-once appends: the highest sequence number applied per writer id.
     writers: dict[str, int] = field(default_factory=dict)
     retention: dict[str, int] = field(default_factory=dict)
+    # Append boundaries and their times for the bytes not yet in Tier 2 (:offsetAt, retention).
+    time_index: SegmentTimeIndex = field(default_factory=SegmentTimeIndex)
 
     def check_invariants(self) -> None:
         if not 0 <= self.start_offset <= self.length:
@@ -43,11 +47,18 @@ class SegmentMetadata:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        document = {f.name: copy.copy(getattr(self, f.name)) for f in fields(self)}
+        document["time_index"] = self.time_index.to_json()
+        return document
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SegmentMetadata:
-        return cls(**data)
+        values = dict(data)
+        index = values.pop("time_index", None)
+        segment = cls(**values)
+        if index is not None:
+            segment.time_index = SegmentTimeIndex.from_json(index)
+        return segment
 
 
 @dataclass(slots=True)
@@ -59,6 +70,9 @@ class ContainerMetadata:
     next_segment_id: int = 1
     segments: dict[str, SegmentMetadata] = field(default_factory=dict)
     by_id: dict[int, SegmentMetadata] = field(default_factory=dict)
+    # A setting, not state: how sparse the segments' time indexes are (never serialized; a
+    # changed setting only changes how dense later entries are).
+    time_index_interval: int = 4096
 
     def add(self, segment: SegmentMetadata) -> None:
         self.segments[segment.name] = segment

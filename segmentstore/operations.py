@@ -47,6 +47,7 @@ class Kind(IntEnum):
     MERGE = 6
     DELETE = 7
     ATTRIBUTES = 8
+    RETENTION = 9
 
 
 class LogReplayError(Exception):
@@ -261,6 +262,7 @@ class AppendOperation(Operation):
         metadata.sequence = self.sequence
         segment.length = self.length_after = self.offset + len(self.data)
         segment.last_modified_ms = self.time_ms
+        segment.time_index.record(self.offset, self.time_ms, metadata.time_index_interval)
         if self.writer_id is not None:
             assert self.writer_seq is not None
             segment.writers[self.writer_id] = self.writer_seq
@@ -359,6 +361,7 @@ class TruncateOperation(_SegmentOperation):
         segment = _by_id(metadata, self.segment_id)
         segment.start_offset = max(segment.start_offset, self.offset)
         segment.last_modified_ms = self.time_ms
+        segment.time_index.forget_below(segment.start_offset)
 
     def _fields(self) -> dict[str, Any]:
         return {"id": self.segment_id, "time_ms": self.time_ms, "offset": self.offset}
@@ -403,6 +406,9 @@ class MergeOperation(Operation):
         source = _by_id(metadata, self.source_id)
         if target.length != self.target_offset or source.length != self.source_length:
             raise LogReplayError(f"merge of {source.name} into {target.name} does not fit")
+        if self.source_length:
+            # To the target, the source's bytes are one append made now.
+            target.time_index.add(target.length, self.time_ms)
         target.length += self.source_length
         target.last_modified_ms = self.time_ms
         # Replayed operations carry ids only; the Storage Writer needs the names.
@@ -478,6 +484,40 @@ class UpdateAttributesOperation(_SegmentOperation):
         return op
 
 
+class SetRetentionOperation(_SegmentOperation):
+    """Replaces a segment's retention policy (``time_ms`` and/or ``bytes``; empty: none)."""
+
+    __slots__ = ("retention",)
+    kind = Kind.RETENTION
+
+    def __init__(
+        self, name: str, retention: dict[str, int] | None = None, segment_id: int = 0
+    ) -> None:
+        super().__init__(name, segment_id)
+        self.retention = retention or {}
+
+    def prepare(self, metadata: ContainerMetadata) -> bool:
+        if self._resolve(metadata).retention == self.retention:
+            return False
+        self.apply(metadata)
+        return True
+
+    def apply(self, metadata: ContainerMetadata) -> None:
+        metadata.sequence = self.sequence
+        segment = _by_id(metadata, self.segment_id)
+        segment.retention = dict(self.retention)
+        segment.last_modified_ms = self.time_ms
+
+    def _fields(self) -> dict[str, Any]:
+        return {"id": self.segment_id, "time_ms": self.time_ms, "retention": self.retention}
+
+    @classmethod
+    def _from_fields(cls, fields: dict[str, Any]) -> Operation:
+        op = cls("", fields["retention"], fields["id"])
+        op.time_ms = fields["time_ms"]
+        return op
+
+
 _KINDS: dict[Kind, type[Operation]] = {
     cls.kind: cls
     for cls in (
@@ -489,5 +529,6 @@ _KINDS: dict[Kind, type[Operation]] = {
         MergeOperation,
         DeleteSegmentOperation,
         UpdateAttributesOperation,
+        SetRetentionOperation,
     )
 }

@@ -32,7 +32,13 @@ from segmentstore.errors import SegmentStoreError
 from segmentstore.metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.segment_flusher import SegmentFlusher
 from segmentstore.settings import StorageWriterSettings
-from tier2 import ChunkStorage, ManifestConflictError, ManifestStore, Tier2UnavailableError
+from tier2 import (
+    ChunkStorage,
+    ManifestConflictError,
+    ManifestStore,
+    Tier2UnavailableError,
+    TimeIndexEntry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,8 @@ class WriterHost(Protocol):
 
     def storage_advanced(self, segment_id: int, storage_length: int) -> None: ...
 
+    def time_index_entries(self, segment_id: int, start: int, end: int) -> list[TimeIndexEntry]: ...
+
     def sealed_in_storage(self, segment_id: int) -> None: ...
 
     def structural_applied(self, sequence: int) -> None: ...
@@ -65,6 +73,7 @@ class MergeEvent:
     source_id: int
     target_offset: int
     source_length: int
+    time_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +253,7 @@ class StorageWriter:
                 segment.id,
                 self._epoch,
                 self._settings.max_chunk_bytes,
+                self._settings.max_chunk_age_ms,
             )
         return flusher
 
@@ -299,7 +309,8 @@ class StorageWriter:
                 break
             length = min(end - offset, flusher.room(), _MAX_PIECE)
             data = self._host.read_pending(segment_id, offset, length)
-            await asyncio.to_thread(flusher.write, offset, [data], length)
+            entries = self._host.time_index_entries(segment_id, offset, offset + length)
+            await asyncio.to_thread(flusher.write, offset, [data], length, entries)
             self.flushed_bytes += length
             self._host.storage_advanced(segment_id, flusher.storage_length)
         if upto is not None:
@@ -319,7 +330,7 @@ class StorageWriter:
             if isinstance(event, DeleteEvent):
                 flusher = self._flushers.pop(event.segment_id, None) or SegmentFlusher(
                     self._storage, self._manifests, event.name, event.segment_id,
-                    self._epoch, self._settings.max_chunk_bytes,
+                    self._epoch, self._settings.max_chunk_bytes, self._settings.max_chunk_age_ms,
                 )  # fmt: skip
                 await asyncio.to_thread(flusher.delete)
                 self._dirty.pop(event.segment_id, None)
@@ -332,7 +343,7 @@ class StorageWriter:
         target = self._host.durable_metadata.by_id.get(event.target_id)
         source = SegmentFlusher(
             self._storage, self._manifests, event.source_name, event.source_id,
-            self._epoch, self._settings.max_chunk_bytes,
+            self._epoch, self._settings.max_chunk_bytes, self._settings.max_chunk_age_ms,
         )  # fmt: skip
         self._flushers.pop(event.source_id, None)
         manifest = await asyncio.to_thread(source.load)
@@ -349,7 +360,9 @@ class StorageWriter:
             if flusher.storage_length < event.target_offset:
                 await self._bring_up_to_date(target.id, upto=event.target_offset)
             if flusher.storage_length == event.target_offset:
-                await asyncio.to_thread(flusher.absorb, event.target_offset, manifest)
+                await asyncio.to_thread(
+                    flusher.absorb, event.target_offset, manifest, event.time_ms
+                )
                 self._host.storage_advanced(target.id, flusher.storage_length)
             await asyncio.to_thread(source.forget_manifest)
         elif manifest is not None:

@@ -58,6 +58,15 @@ def _non_negative(what: str, value: object) -> int:
     return number
 
 
+def _retention_policy(retention: dict[str, int] | None) -> dict[str, int]:
+    policy = {}
+    for key, value in (retention or {}).items():
+        if key not in ("time_ms", "bytes"):
+            raise InvalidArgumentError(f"unknown retention policy {key!r}")
+        policy[key] = _non_negative(f"retention.{key}", value)
+    return policy
+
+
 class SegmentStore:
     """Open with ``async with SegmentStore.open(data_dir) as store:``."""
 
@@ -213,12 +222,19 @@ class SegmentStore:
         updates = [
             AttributeUpdate.parse({"key": k, "value": v}) for k, v in (attributes or {}).items()
         ]
-        policy = {}
-        for key, value in (retention or {}).items():
-            if key not in ("time_ms", "bytes"):
-                raise InvalidArgumentError(f"unknown retention policy {key!r}")
-            policy[key] = _non_negative(f"retention.{key}", value)
+        policy = _retention_policy(retention)
         return await self._for(name).create_segment(name, {u.key: u.value for u in updates}, policy)
+
+    async def set_retention(self, name: str, retention: dict[str, int] | None) -> SegmentInfo:
+        """Replace the retention policy of ``name`` (``time_ms`` and/or ``bytes``; None or
+        empty: keep everything). Enforced every ``store.retention_check_interval_ms``."""
+        return await self._for(name).set_retention(name, _retention_policy(retention))
+
+    async def offset_at(self, name: str, timestamp_ms: int) -> int:
+        """An append boundary ``O`` of ``name`` such that every append made at or after
+        ``timestamp_ms`` (ms since the epoch) lies at or after ``O``, and at most one time-index
+        interval of earlier data lies between ``O`` and the first such append (API.md)."""
+        return await self._for(name).offset_at(name, validate_int64("timestamp_ms", timestamp_ms))
 
     async def append(
         self,

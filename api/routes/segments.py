@@ -1,5 +1,6 @@
 """Segments as resources: create, info, delete, list, and the actions that are not data paths
-(``:seal``, ``:truncate``, ``:merge``, ``:beginTransaction``, ``:attributes``, ``:offsetAt``).
+(``:seal``, ``:truncate``, ``:merge``, ``:beginTransaction``, ``:attributes``, ``:offsetAt``,
+``:retention``).
 
 ``{name}`` may contain ``/`` (a ``path`` parameter) and never contains ``:``, so the routes
 with an action are tried before the plain ``/v1/segments/{name}`` ones (the order is fixed in
@@ -9,12 +10,11 @@ without a known action, is an unknown action: ``400 invalid_argument``.
 
 from __future__ import annotations
 
-from typing import Annotated, Protocol, runtime_checkable
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from api.errors import error_json
 from api.schemas import (
     Attributes,
     CreateSegment,
@@ -23,6 +23,7 @@ from api.schemas import (
     Merge,
     Merged,
     OffsetAt,
+    Retention,
     Transaction,
     Truncate,
     UpdateAttributes,
@@ -34,14 +35,6 @@ from segmentstore.store import SegmentStore
 
 DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 1000
-
-
-@runtime_checkable
-class _TimeIndexed(Protocol):
-    """``offset_at`` as API.md describes it. The embedded store does not have it yet; until
-    it does, ``:offsetAt`` answers ``501 not_implemented`` instead of guessing."""
-
-    async def offset_at(self, name: str, timestamp_ms: int) -> int: ...
 
 
 def _info(info: SegmentInfo, status: int = 200) -> JSONResponse:
@@ -120,15 +113,22 @@ def action_router(store: SegmentStore) -> APIRouter:
     @router.get(
         "/{name:path}:offsetAt",
         response_model=OffsetAt,
-        responses=error_responses(400, 404, 501, 503),
+        responses=error_responses(400, 404, 503),
         summary="An append boundary at or before the first append made at or after a time",
     )
     async def offset_at(
         name: str, timestamp_ms: Annotated[int, Query(description="milliseconds since epoch")]
     ) -> Response:
-        if not isinstance(store, _TimeIndexed):
-            return error_json(501, "not_implemented", "this store keeps no time index yet")
         return JSONResponse({"offset": await store.offset_at(name, timestamp_ms)})
+
+    @router.put(
+        "/{name:path}:retention",
+        response_model=Info,
+        responses=error_responses(400, 404, 503),
+        summary="Replace the retention policy ({} keeps everything)",
+    )
+    async def set_retention(name: str, body: Retention) -> Response:
+        return _info(await store.set_retention(name, body.model_dump(exclude_none=True)))
 
     return router
 

@@ -142,6 +142,10 @@ class AsyncSegmentStoreClient:
     ) -> dict[str, int]:
         return await self._run(calls.update_attributes(name, updates))
 
+    async def set_retention(self, name: str, retention: Mapping[str, int] | None) -> SegmentInfo:
+        """Replace the retention policy (``time_ms`` and/or ``bytes``; None keeps all)."""
+        return await self._run(calls.set_retention(name, retention))
+
     async def offset_at(self, name: str, timestamp_ms: int) -> int:
         return await self._run(calls.offset_at(name, timestamp_ms))
 

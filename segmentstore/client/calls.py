@@ -269,6 +269,18 @@ def update_attributes(
     )
 
 
+def set_retention(name: str, retention: Mapping[str, int] | None) -> Call[SegmentInfo]:
+    # Idempotent: setting the same policy again changes nothing.
+    return Call(
+        "PUT",
+        segment_path(name, "retention"),
+        _info,
+        json=dict(retention or {}),
+        idempotent=True,
+        context={"name": name},
+    )
+
+
 def offset_at(name: str, timestamp_ms: int) -> Call[int]:
     return Call(
         "GET",

@@ -146,6 +146,10 @@ class SegmentStoreClient:
         """Apply ``updates`` atomically; answers every attribute after them."""
         return self._run(calls.update_attributes(name, updates))
 
+    def set_retention(self, name: str, retention: Mapping[str, int] | None) -> SegmentInfo:
+        """Replace the retention policy (``time_ms`` and/or ``bytes``; None keeps all)."""
+        return self._run(calls.set_retention(name, retention))
+
     def offset_at(self, name: str, timestamp_ms: int) -> int:
         return self._run(calls.offset_at(name, timestamp_ms))
 

@@ -7,8 +7,7 @@ segment that exists and holds events, so that generated offsets, attribute updat
 and truncations reach the store rather than stopping at ``404``.
 
 The only 5xx allowed are the ones API.md documents as answers rather than failures:
-``503`` (a container recovering, as right after a fuzzed ``:restart``) and ``507``; and
-``501`` from ``:offsetAt``, which says outright that the store keeps no time index yet.
+``503`` (a container recovering, as right after a fuzzed ``:restart``) and ``507``.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ DOCUMENTED_5XX = {503, 507}
 KNOWN_CODES = {cls.code for cls in leaf_error_classes()} | {
     "not_found",
     "method_not_allowed",
-    "not_implemented",
 }
 
 
@@ -101,8 +99,7 @@ def _steer(case: Any, url: str) -> None:
 
 def _check(case: Any, response: Any) -> None:
     status = response.status_code
-    allowed = DOCUMENTED_5XX | ({501} if case.operation.path.endswith(":offsetAt") else set())
-    assert status < 500 or status in allowed, (
+    assert status < 500 or status in DOCUMENTED_5XX, (
         f"{case.method} {case.formatted_path} -> {status}: {response.text[:500]}"
     )
     if status >= 400:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
 import pytest
-
-from segmentstore import SegmentStore
 
 
 def _append(http: httpx.Client, name: str, data: bytes) -> httpx.Response:
@@ -193,8 +192,25 @@ def test_attributes_of_a_missing_segment_are_404(http: httpx.Client, name: str) 
 
 def test_offset_at(http: httpx.Client, segment: str) -> None:
     r = http.get(f"/v1/segments/{segment}:offsetAt", params={"timestamp_ms": 0})
-    if not hasattr(SegmentStore, "offset_at"):
-        # The embedded store keeps no time index yet: refused plainly, not guessed.
-        assert r.status_code == 501 and r.json()["error"]["code"] == "not_implemented"
-        pytest.skip("SegmentStore.offset_at does not exist yet")
     assert r.status_code == 200 and r.json() == {"offset": 0}
+    http.post(f"/v1/segments/{segment}:append", content=b"x" * 100)
+    later = int(time.time() * 1000) + 60_000
+    r = http.get(f"/v1/segments/{segment}:offsetAt", params={"timestamp_ms": later})
+    assert r.status_code == 200 and r.json() == {"offset": 100}  # nothing made after it yet
+    r = http.get(f"/v1/segments/{segment}:offsetAt", params={"timestamp_ms": "soon"})
+    assert r.status_code == 400
+
+
+def test_retention_is_set_at_create_and_replaced_later(http: httpx.Client, name: str) -> None:
+    r = http.put(f"/v1/segments/{name}", json={"retention": {"bytes": 1000}})
+    assert r.status_code == 201 and r.json()["retention"] == {"bytes": 1000}
+    r = http.put(f"/v1/segments/{name}:retention", json={"time_ms": 60_000})
+    assert r.status_code == 200 and r.json()["retention"] == {"time_ms": 60_000}
+    r = http.put(f"/v1/segments/{name}:retention", json={"time_ms": -1})
+    assert r.status_code == 400
+    r = http.put(f"/v1/segments/{name}:retention", json={"kept": 5})
+    assert r.status_code == 400
+    assert http.get(f"/v1/segments/{name}").json()["retention"] == {"time_ms": 60_000}
+    r = http.put(f"/v1/segments/{name}:retention", json={})
+    assert r.status_code == 200 and r.json()["retention"] == {}
+    assert http.put("/v1/segments/no/such:retention", json={}).status_code == 404

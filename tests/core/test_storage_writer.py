@@ -93,8 +93,14 @@ def tier2_files(data: Path) -> list[str]:
 
 
 def chunk_files(data: Path, name: str) -> list[str]:
+    """The chunks of ``name`` (not their time index sidecars)."""
     prefix = segment_key(name) + "/chunk-"
-    return [f for f in tier2_files(data) if f.startswith(prefix)]
+    return [f for f in tier2_files(data) if f.startswith(prefix) and not f.endswith(".tidx")]
+
+
+def sidecar_files(data: Path, name: str) -> list[str]:
+    prefix = segment_key(name) + "/chunk-"
+    return [f for f in tier2_files(data) if f.startswith(prefix) and f.endswith(".tidx")]
 
 
 def storage_of(data: Path) -> ChunkStorage:
@@ -354,6 +360,9 @@ async def test_truncate_deletes_whole_chunks_below_the_start_offset(tmp_path: Pa
         await flush(store)
         after = chunk_files(data, name)
         assert after == before[2:]  # [0, 4096) and [4096, 8192) are gone, [8192, ...) stays
+        # Time index sidecars go with their chunks (a chunk without a boundary has none).
+        assert sidecar_files(data, name)
+        assert set(sidecar_files(data, name)) <= {f + ".tidx" for f in after}
         manifest, stored = tier2_bytes(data, name)
         assert (manifest.start_offset, manifest.storage_length) == (10_000, len(payload))
         assert [c.start_offset for c in manifest.chunks] == starts[2:]
@@ -430,7 +439,9 @@ async def test_merge_concatenates_in_tier2(tmp_path: Path, flushed: str, restart
     assert load_manifest(data, txn) is None
     # Nothing of the transaction is left but the chunks the target names.
     txn_prefix = segment_key(txn) + "/"
-    assert [f for f in tier2_files(data) if f.startswith(txn_prefix)] == sorted(txn_chunks)
+    left = [f for f in tier2_files(data) if f.startswith(txn_prefix)]
+    assert [f for f in left if not f.endswith(".tidx")] == sorted(txn_chunks)
+    assert {f.removesuffix(".tidx") for f in left} == set(txn_chunks)  # and their sidecars
     code, out, err = await cli("cat", tier2_root(data).as_uri(), target)
     assert (code, out == expected) == (0, True), err
     async with open_store(data, storage_writer=writer) as store:
@@ -487,7 +498,11 @@ async def test_truncating_into_a_merged_range_before_the_writer_applies_the_merg
     assert (manifest.start_offset, stored) == (1600, body[100:])
     named = {c.key for c in manifest.chunks}
     txn_prefix = segment_key(txn) + "/"
-    leftovers = [f for f in tier2_files(data) if f.startswith(txn_prefix) and f not in named]
+    leftovers = [
+        f
+        for f in tier2_files(data)
+        if f.startswith(txn_prefix) and f.removesuffix(".tidx") not in named
+    ]
     assert leftovers == [], "the transaction's chunks were left behind, named by no manifest"
 
 
@@ -595,7 +610,9 @@ async def test_a_stale_epoch_cannot_replace_a_manifest(tmp_path: Path) -> None:
         with pytest.raises(FencedError):
             manifests.save(manifest, token, epoch=stale_epoch)
         # ... and a stale owner's flusher is refused at each step that saves a manifest.
-        flusher = SegmentFlusher(storage, manifests, name, manifest.segment_id, stale_epoch, 4096)
+        flusher = SegmentFlusher(
+            storage, manifests, name, manifest.segment_id, stale_epoch, 4096, 3_600_000
+        )
         assert flusher.load() == manifest
         with pytest.raises(FencedError):
             flusher.write(manifest.storage_length, [b"stale bytes"], 11)

@@ -1,0 +1,98 @@
+"""The in-memory part of a segment's sparse time index: append boundaries not yet in Tier 2.
+
+Every append reports ``(offset, time)``; one entry is kept per ``time_index_interval_bytes`` of
+appends (the first append always gets one), so the index costs 16 bytes per interval of the
+segment's Tier 1 tail. Once the Storage Writer has put a range in Tier 2 it writes the range's
+entries into the chunk's sidecar (:mod:`tier2.time_index`) and they are dropped from here.
+
+The index lives in the segment's metadata, so it is changed by ``Operation.apply`` (accepted and
+durable copies, and recovery's replay alike) and saved by checkpoints: a restart rebuilds the
+same entries. Times never decrease within a segment: a clock that steps back is clamped.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+
+from tier2 import TimeIndexEntry
+
+
+class SegmentTimeIndex:
+    __slots__ = ("last_entry_offset", "last_time_ms", "offsets", "times")
+
+    def __init__(self) -> None:
+        self.offsets = array("q")
+        self.times = array("q")
+        # Where the latest entry was made (also one that Tier 2 now holds): the next is due
+        # an interval after it. -1: no append yet.
+        self.last_entry_offset = -1
+        # When the latest append was made (-1: none yet).
+        self.last_time_ms = -1
+
+    def record(self, offset: int, time_ms: int, interval: int) -> None:
+        """An append began at ``offset`` at ``time_ms``."""
+        time_ms = max(time_ms, self.last_time_ms)
+        self.last_time_ms = time_ms
+        if self.last_entry_offset < 0 or offset - self.last_entry_offset >= interval:
+            self.add(offset, time_ms)
+
+    def add(self, offset: int, time_ms: int) -> None:
+        """An entry regardless of the interval (a merge: the whole source is one append)."""
+        time_ms = max(time_ms, self.last_time_ms)
+        self.last_time_ms = time_ms
+        if self.offsets and self.offsets[-1] == offset:
+            return
+        self.offsets.append(offset)
+        self.times.append(time_ms)
+        self.last_entry_offset = offset
+
+    def forget_below(self, offset: int) -> None:
+        """Drop the entries below ``offset`` (they are in Tier 2 now, or truncated)."""
+        cut = bisect_left(self.offsets, offset)
+        if cut:
+            del self.offsets[:cut]
+            del self.times[:cut]
+
+    def between(self, start: int, end: int) -> list[TimeIndexEntry]:
+        """The entries in ``[start, end)``, in offset order."""
+        low = bisect_left(self.offsets, start)
+        high = bisect_left(self.offsets, end, lo=low)
+        return [TimeIndexEntry(self.offsets[i], self.times[i]) for i in range(low, high)]
+
+    def first(self) -> TimeIndexEntry | None:
+        return TimeIndexEntry(self.offsets[0], self.times[0]) if self.offsets else None
+
+    def last_before_time(self, time_ms: int) -> TimeIndexEntry | None:
+        """The latest entry made strictly before ``time_ms``."""
+        i = bisect_left(self.times, time_ms) - 1
+        return TimeIndexEntry(self.offsets[i], self.times[i]) if i >= 0 else None
+
+    def last_at_or_below(self, offset: int) -> TimeIndexEntry | None:
+        """The latest entry at or below ``offset``."""
+        i = bisect_right(self.offsets, offset) - 1
+        return TimeIndexEntry(self.offsets[i], self.times[i]) if i >= 0 else None
+
+    @property
+    def memory_bytes(self) -> int:
+        return (len(self.offsets) + len(self.times)) * self.offsets.itemsize
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "entries": [[o, t] for o, t in zip(self.offsets, self.times, strict=True)],
+            "last_entry_offset": self.last_entry_offset,
+            "last_time_ms": self.last_time_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> SegmentTimeIndex:
+        index = cls()
+        entries = data["entries"]
+        assert isinstance(entries, list)
+        for offset, time_ms in entries:
+            index.offsets.append(offset)
+            index.times.append(time_ms)
+        last_entry, last_time = data["last_entry_offset"], data["last_time_ms"]
+        assert isinstance(last_entry, int) and isinstance(last_time, int)
+        index.last_entry_offset, index.last_time_ms = last_entry, last_time
+        return index
