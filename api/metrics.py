@@ -103,6 +103,18 @@ def _render_store(lines: list[str], store: SegmentStore) -> None:
         ("tier1_bytes", "gauge", "bytes in Tier 1", lambda c: c.tier1_bytes),
         ("tier2_lag_bytes", "gauge", "bytes not yet in Tier 2", lambda c: c.tier2_lag_bytes),
         ("last_sequence", "counter", "last operation sequence", lambda c: c.last_sequence),
+        (
+            "retention_lag_ms",
+            "gauge",
+            "how long ago the oldest stored append should have expired (time retention)",
+            lambda c: c.retention_lag_ms,
+        ),
+        (
+            "retention_truncated_bytes",
+            "counter",
+            "bytes truncated by retention policies",
+            lambda c: c.retention_truncated_bytes,
+        ),
     )
     for suffix, kind, help_text, value in gauges:
         name = f"segmentstore_container_{suffix}"

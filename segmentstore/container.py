@@ -475,6 +475,15 @@ class SegmentContainer:
         return self._retention_enforcer
 
     @property
+    def retention_lag_ms(self) -> int:
+        return 0 if self._retention_enforcer is None else self._retention_enforcer.lag_ms
+
+    @property
+    def retention_truncated_bytes(self) -> int:
+        enforcer = self._retention_enforcer
+        return 0 if enforcer is None else enforcer.truncated_bytes
+
+    @property
     def durable_metadata(self) -> ContainerMetadata:
         """The durable metadata (read-only use: tests check invariants against it)."""
         return self._durable

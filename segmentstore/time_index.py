@@ -1,8 +1,8 @@
 """The in-memory part of a segment's sparse time index: append boundaries not yet in Tier 2.
 
-Every append reports ``(offset, time)``; one entry is kept per ``time_index_interval_bytes`` of
-appends (the first append always gets one), so the index costs 16 bytes per interval of the
-segment's Tier 1 tail. Once the Storage Writer has put a range in Tier 2 it writes the range's
+Every append reports its range and time; an entry is kept at most every
+``time_index_interval_bytes`` of appends (the first append always gets one), so the index costs
+16 bytes per interval of the segment's Tier 1 tail. Once the Storage Writer has put a range in Tier 2 it writes the range's
 entries into the chunk's sidecar (:mod:`tier2.time_index`) and they are dropped from here.
 
 The index lives in the segment's metadata, so it is changed by ``Operation.apply`` (accepted and
@@ -30,11 +30,13 @@ class SegmentTimeIndex:
         # When the latest append was made (-1: none yet).
         self.last_time_ms = -1
 
-    def record(self, offset: int, time_ms: int, interval: int) -> None:
-        """An append began at ``offset`` at ``time_ms``."""
+    def record(self, offset: int, end: int, time_ms: int, interval: int) -> None:
+        """An append of ``[offset, end)`` was made at ``time_ms``. It gets an entry if it would
+        end more than an interval past the latest entry: so entries are at most an interval
+        apart, or one append apart where a single append is larger than that."""
         time_ms = max(time_ms, self.last_time_ms)
         self.last_time_ms = time_ms
-        if self.last_entry_offset < 0 or offset - self.last_entry_offset >= interval:
+        if self.last_entry_offset < 0 or end - self.last_entry_offset > interval:
             self.add(offset, time_ms)
 
     def add(self, offset: int, time_ms: int) -> None:
