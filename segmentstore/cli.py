@@ -89,6 +89,11 @@ def _parser() -> argparse.ArgumentParser:
     read.add_argument("--appends", type=int, default=1000, help="per tail-latency case")
     read.add_argument("--dir", default=None, help="where to write (default: temp dir)")
     read.add_argument("--json", default=None, help="also write the results here")
+    offset_at = benches.add_parser(
+        "offset-at", help="time index memory and :offsetAt latency vs get_info / a sidecar read"
+    )
+    offset_at.add_argument("--mib", type=int, default=256, help="data written, in MiB")
+    offset_at.add_argument("--json", default=None, help="also write the results here")
     http = benches.add_parser("http", help="the HTTP API vs a bare FastAPI endpoint")
     http.add_argument("--seconds", type=float, default=6.0, help="per case and server")
     http.add_argument(
@@ -201,6 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from segmentstore.bench import read
 
         read.run(args.seconds, args.appends, args.dir, args.json)
+        return 0
+    if args.command == "bench" and args.bench == "offset-at":
+        from segmentstore.bench import offset_at
+
+        offset_at.run(args.mib, args.json)
         return 0
     if args.command == "bench" and args.bench == "http":
         from segmentstore.bench import http

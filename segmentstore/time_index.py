@@ -2,8 +2,9 @@
 
 Every append reports its range and time; an entry is kept at most every
 ``time_index_interval_bytes`` of appends (the first append always gets one), so the index costs
-16 bytes per interval of the segment's Tier 1 tail. Once the Storage Writer has put a range in Tier 2 it writes the range's
-entries into the chunk's sidecar (:mod:`tier2.time_index`) and they are dropped from here.
+16 bytes per interval of the segment's Tier 1 tail. Once the Storage Writer has put a range in
+Tier 2 it writes the range's entries into the chunk's sidecar (:mod:`tier2.time_index`) and they
+are dropped from here.
 
 The index lives in the segment's metadata, so it is changed by ``Operation.apply`` (accepted and
 durable copies, and recovery's replay alike) and saved by checkpoints: a restart rebuilds the
