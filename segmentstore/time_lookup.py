@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -22,7 +23,24 @@ from tier2 import ChunkInfo, ChunkStorage, ManifestStore, TimeIndexEntry, read_t
 
 _CACHED_SIDECARS = 256
 
-_EntriesOf = Callable[[ChunkInfo], list[TimeIndexEntry]]
+
+class _ChunkEntries:
+    """One sidecar's entries as two arrays, so that a lookup bisects without building lists."""
+
+    __slots__ = ("offsets", "times")
+
+    def __init__(self, entries: list[TimeIndexEntry]) -> None:
+        self.offsets = array("q", (e.offset for e in entries))
+        self.times = array("q", (e.time_ms for e in entries))
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def entry(self, i: int) -> TimeIndexEntry:
+        return TimeIndexEntry(self.offsets[i], self.times[i])
+
+
+_EntriesOf = Callable[[ChunkInfo], _ChunkEntries]
 _Search = Callable[[Sequence[ChunkInfo], _EntriesOf, int], TimeIndexEntry | None]
 
 
@@ -32,7 +50,7 @@ class TimeLookup:
     def __init__(self, storage: ChunkStorage) -> None:
         self._storage = storage
         self._manifests = ManifestStore(storage)
-        self._sidecars: OrderedDict[tuple[str, str, int, int], list[TimeIndexEntry]] = OrderedDict()
+        self._sidecars: OrderedDict[tuple[str, str, int, int], _ChunkEntries] = OrderedDict()
         self._lock = threading.Lock()  # lookups run in several worker threads at once
 
     async def offset_at(self, segment: SegmentMetadata, time_ms: int) -> int:
@@ -84,7 +102,7 @@ class TimeLookup:
             return None
         return search(loaded[0].chunks, functools.partial(self._entries, name), key)
 
-    def _entries(self, name: str, chunk: ChunkInfo) -> list[TimeIndexEntry]:
+    def _entries(self, name: str, chunk: ChunkInfo) -> _ChunkEntries:
         # The name too: a merge into an empty target adopts chunks at the same offsets, with
         # their times rewritten.
         cache_key = (name, chunk.key, chunk.start_offset, chunk.length)
@@ -93,7 +111,7 @@ class TimeLookup:
             if entries is not None:
                 self._sidecars.move_to_end(cache_key)
                 return entries
-        entries = read_time_index(self._storage, chunk)
+        entries = _ChunkEntries(read_time_index(self._storage, chunk))
         with self._lock:
             self._sidecars[cache_key] = entries
             if len(self._sidecars) > _CACHED_SIDECARS:
@@ -107,7 +125,7 @@ def _last_before_time(
     """The latest entry made before ``time_ms``: binary search over the chunks by the time
     of their first entry (chunks without entries are stepped over)."""
     low, high = 0, len(chunks)
-    best: list[TimeIndexEntry] | None = None
+    best: _ChunkEntries | None = None
     while low < high:
         middle = (low + high) // 2
         j = middle
@@ -117,13 +135,13 @@ def _last_before_time(
             high = middle  # nothing with entries in [middle, high)
             continue
         entries = entries_of(chunks[j])
-        if entries[0].time_ms < time_ms:
+        if entries.times[0] < time_ms:
             best, low = entries, j + 1
         else:
             high = middle
     if best is None:
         return None
-    return best[bisect_left([e.time_ms for e in best], time_ms) - 1]
+    return best.entry(bisect_left(best.times, time_ms) - 1)
 
 
 def _last_at_or_below(
@@ -133,9 +151,9 @@ def _last_at_or_below(
     i = bisect_right(chunks, offset, key=lambda c: c.start_offset) - 1
     while i >= 0:
         entries = entries_of(chunks[i])
-        j = bisect_right([e.offset for e in entries], offset) - 1
+        j = bisect_right(entries.offsets, offset) - 1
         if j >= 0:
-            return entries[j]
+            return entries.entry(j)
         i -= 1
     return None
 
@@ -144,5 +162,5 @@ def _first(chunks: Sequence[ChunkInfo], entries_of: _EntriesOf, _: int) -> TimeI
     for chunk in chunks:
         entries = entries_of(chunk)
         if entries:
-            return entries[0]
+            return entries.entry(0)
     return None
