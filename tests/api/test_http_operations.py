@@ -138,7 +138,10 @@ def test_metrics(http: httpx.Client, segment: str) -> None:
     assert f"segmentstore_http_request_duration_seconds_sum{{{route}}}" in after
     for c in range(4):
         assert after[f'segmentstore_container_status{{container="{c}",status="running"}}'] == 1
-        for name in ("epoch", "segments", "tier1_bytes", "tier2_lag_bytes", "last_sequence"):
+        for name in (
+            "epoch", "segments", "tier1_bytes", "tier2_lag_bytes", "last_sequence",
+            "retention_lag_ms", "retention_truncated_bytes",
+        ):  # fmt: skip
             assert f'segmentstore_container_{name}{{container="{c}"}}' in after
     for name in ("used_bytes", "max_bytes", "evictions_total"):
         assert f"segmentstore_cache_{name}" in after

@@ -280,6 +280,8 @@ async def test_time_retention_truncates_at_event_boundaries_and_deletes_chunks(
         assert enforcer is not None
 
         await enforcer.enforce(now_ms=gaps[1] + 60_000)  # phases 0 and 1 have expired
+        # Found late by at least the time since phase 0's first append expired.
+        assert enforcer.lag_ms >= gaps[1] - gaps[0]
         info = await store.get_info(name)
         assert starts[1] < info.start_offset <= starts[2]
         # Earlier data kept is at most one interval (plus the append that crosses it).
