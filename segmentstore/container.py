@@ -224,9 +224,40 @@ class SegmentContainer:
 
     def _commit(self, ops: list[Operation]) -> None:
         durable = self._durable
+        # A window's appends are indexed per segment, all at once: one cache append and one
+        # bookkeeping call per segment instead of per append. Other operations are indexed in
+        # their place, after the appends before them.
+        runs: dict[int, list[AppendOperation]] = {}
         for op in ops:
             op.apply(durable)
-            self._index(op, durable)
+            if type(op) is AppendOperation:
+                run = runs.get(op.segment_id)
+                if run is None:
+                    runs[op.segment_id] = [op]
+                else:
+                    run.append(op)
+            else:
+                if runs:
+                    self._index_appends(runs, durable)
+                    runs = {}
+                self._index(op, durable)
+        if runs:
+            self._index_appends(runs, durable)
+
+    def _index_appends(
+        self, runs: dict[int, list[AppendOperation]], metadata: ContainerMetadata
+    ) -> None:
+        """Like :meth:`_index` for appends; each run is one segment's consecutive appends."""
+        writer = self._writer
+        assert writer is not None
+        for segment_id, run in runs.items():
+            first = run[0]
+            data = first.data if len(run) == 1 else b"".join([op.data for op in run])
+            self._indexes[segment_id].append(first.offset, data)
+            self._retention.appended(
+                segment_id, first.offset, first.offset + len(data), first.sequence
+            )
+            writer.appended(metadata.by_id[segment_id])
 
     def _index(self, op: Operation, metadata: ContainerMetadata) -> None:
         """Reflect an applied operation in the read index, the Storage Writer's queue and the
@@ -348,14 +379,19 @@ class SegmentContainer:
         writer_seq: int | None = None,
     ) -> AppendResult:
         op = AppendOperation(name, data, expected_offset, writer_id, writer_seq)
+        size = len(data)
         # Room in the cache is taken before the append is admitted: at commit its bytes go
         # into the cache, which must never have to refuse them.
         manager = self._cache_manager
-        reserved = manager.try_reserve(len(data)) or await manager.reserve(len(data))
+        reserved = manager.try_reserve(size) or await manager.reserve(size)
         try:
-            await self._process(op)
+            # _process inlined: the hot path awaits one coroutine less.
+            durable_log = self._log
+            if durable_log is None or self.status is not ContainerStatus.RUNNING:
+                raise ContainerUnavailableError(self.id, self.status.value)
+            await durable_log.process(op, size)
         finally:
-            self._cache_manager.release(reserved)
+            manager.release(reserved)
         if op.duplicate:
             return AppendResult(None, op.length_after, duplicate=True)
         return AppendResult(op.offset, op.length_after)

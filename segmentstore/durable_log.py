@@ -38,7 +38,7 @@ from segmentstore.errors import (
     ThrottledError,
 )
 from segmentstore.metadata import ContainerMetadata
-from segmentstore.operations import AppendOperation, CheckpointOperation, Operation
+from segmentstore.operations import CheckpointOperation, Operation
 from segmentstore.settings import DurableLogSettings
 from tier1 import DataLogError, DataLogWriteError, DurableDataLog
 
@@ -116,9 +116,9 @@ class DurableLog:
     def queue_depth(self) -> int:
         return sum(len(w.ops) for w in self._queue)
 
-    async def process(self, op: Operation) -> None:
-        """Enqueue ``op`` and return once it is durable and applied; raise if it was refused."""
-        size = len(op.data) if isinstance(op, AppendOperation) else 0
+    async def process(self, op: Operation, size: int = 0) -> None:
+        """Enqueue ``op`` and return once it is durable and applied; raise if it was refused.
+        ``size`` is an append's payload size (back-pressure counts it)."""
         if self._in_flight_bytes + size > self._settings.max_in_flight_bytes:
             await self._wait_for_space(size)
         window = self.enqueue(op, size)
