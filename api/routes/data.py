@@ -9,19 +9,66 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from api.metrics import Metrics
 from api.schemas import Appended, EventsAppended, error_responses
+from segmentstore.errors import InvalidArgumentError
 from segmentstore.segment_info import AppendResult
 from segmentstore.store import SegmentStore
 
 OCTET_STREAM = "application/octet-stream"
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
-RAW_BODY: dict[str, Any] = {
+_OPTIONAL_INT = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+# The appends take their optional parameters from the request themselves (see
+# ``_append_options``) and describe them here, so that the schema stays what the route does.
+APPEND: dict[str, Any] = {
     "requestBody": {"content": {OCTET_STREAM: _BINARY}, "required": True},
+    "parameters": [
+        {
+            "name": "expected_offset",
+            "in": "query",
+            "required": False,
+            "schema": _OPTIONAL_INT,
+            "description": "append only if the segment's length equals this",
+        },
+        {
+            "name": "Writer-Id",
+            "in": "header",
+            "required": False,
+            "schema": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "description": "exactly-once: the writer's identity",
+        },
+        {
+            "name": "Writer-Seq",
+            "in": "header",
+            "required": False,
+            "schema": _OPTIONAL_INT,
+            "description": "exactly-once: applied only if above the last one",
+        },
+    ],
 }
+
+
+def _optional_int(what: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"{what} must be an integer, not {text[:64]!r}") from None
+
+
+def _append_options(request: Request) -> tuple[int | None, str | None, int | None]:
+    """``expected_offset``, ``Writer-Id`` and ``Writer-Seq``, read directly: FastAPI's
+    parameter machinery costs more per request than the whole durable append does."""
+    headers = request.headers
+    return (
+        _optional_int("expected_offset", request.query_params.get("expected_offset")),
+        headers.get("writer-id"),
+        _optional_int("Writer-Seq", headers.get("writer-seq")),
+    )
 
 
 def _read_headers(description: str) -> dict[str, Any]:
@@ -58,16 +105,6 @@ def _appended(result: AppendResult, events: bool) -> JSONResponse:
     return JSONResponse(body)
 
 
-WriterId = Annotated[
-    str | None, Header(alias="Writer-Id", description="exactly-once: the writer's identity")
-]
-WriterSeq = Annotated[
-    int | None,
-    Header(alias="Writer-Seq", description="exactly-once: applied only if above the last one"),
-]
-ExpectedOffset = Annotated[
-    int | None, Query(description="append only if the segment's length equals this")
-]
 WaitMs = Annotated[int, Query(description="how long to wait at the tail (capped at 60000)")]
 
 
@@ -92,17 +129,12 @@ def data_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
     @router.post(
         "/{name:path}:append",
         response_model=Appended,
-        openapi_extra=RAW_BODY,
+        openapi_extra=APPEND,
         responses=error_responses(400, 404, 409, 412, 413, 429, 503, 507),
         summary="Append bytes atomically",
     )
-    async def append(
-        name: str,
-        request: Request,
-        expected_offset: ExpectedOffset = None,
-        writer_id: WriterId = None,
-        writer_seq: WriterSeq = None,
-    ) -> Response:
+    async def append(name: str, request: Request) -> Response:
+        expected_offset, writer_id, writer_seq = _append_options(request)
         body = await request.body()
         result = await store.append(
             name, body, expected_offset, writer_id=writer_id, writer_seq=writer_seq
@@ -135,17 +167,12 @@ def data_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
     @router.post(
         "/{name:path}:appendEvents",
         response_model=EventsAppended,
-        openapi_extra=RAW_BODY,
+        openapi_extra=APPEND,
         responses=error_responses(400, 404, 409, 412, 413, 422, 429, 503, 507),
         summary="Append a batch of framed events atomically",
     )
-    async def append_events(
-        name: str,
-        request: Request,
-        expected_offset: ExpectedOffset = None,
-        writer_id: WriterId = None,
-        writer_seq: WriterSeq = None,
-    ) -> Response:
+    async def append_events(name: str, request: Request) -> Response:
+        expected_offset, writer_id, writer_seq = _append_options(request)
         body = await request.body()
         result = await store.append_events(
             name, body, expected_offset, writer_id=writer_id, writer_seq=writer_seq
