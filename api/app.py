@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager
 from fastapi import FastAPI, Security
 from fastapi.security import HTTPBearer
 
+from api.append_path import AppendFastPath
 from api.auth import TokenAuthMiddleware
 from api.bodies import BodyLimitMiddleware
 from api.errors import install_error_handlers
@@ -72,6 +73,7 @@ def create_app(
     app.include_router(health_router(store, metrics))
 
     # add_middleware wraps what is there: the last added is the outermost.
+    app.add_middleware(AppendFastPath, store=store, metrics=metrics)
     app.add_middleware(ControlCharacterMiddleware)
     app.add_middleware(BodyLimitMiddleware, raw_limit=store.settings.store.max_append_bytes)
     app.add_middleware(TokenAuthMiddleware, tokens=dict(auth_tokens or {}))

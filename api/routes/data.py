@@ -12,18 +12,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from api.append_path import append_answer, parse_options
 from api.metrics import Metrics
 from api.schemas import Appended, EventsAppended, error_responses
-from segmentstore.errors import InvalidArgumentError
-from segmentstore.segment_info import AppendResult
 from segmentstore.store import SegmentStore
 
 OCTET_STREAM = "application/octet-stream"
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _OPTIONAL_INT = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
 # The appends take their optional parameters from the request themselves (see
-# ``_append_options``) and describe them here, so that the schema stays what the route does.
-APPEND: dict[str, Any] = {
+# ``api.append_path``) and describe them here, so that the schema stays what the route does.
+APPEND_SCHEMA: dict[str, Any] = {
     "requestBody": {"content": {OCTET_STREAM: _BINARY}, "required": True},
     "parameters": [
         {
@@ -51,26 +50,6 @@ APPEND: dict[str, Any] = {
 }
 
 
-def _optional_int(what: str, text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise InvalidArgumentError(f"{what} must be an integer, not {text[:64]!r}") from None
-
-
-def _append_options(request: Request) -> tuple[int | None, str | None, int | None]:
-    """``expected_offset``, ``Writer-Id`` and ``Writer-Seq``, read directly: FastAPI's
-    parameter machinery costs more per request than the whole durable append does."""
-    headers = request.headers
-    return (
-        _optional_int("expected_offset", request.query_params.get("expected_offset")),
-        headers.get("writer-id"),
-        _optional_int("Writer-Seq", headers.get("writer-seq")),
-    )
-
-
 def _read_headers(description: str) -> dict[str, Any]:
     names = {
         "Segment-Read-Offset": "the offset read from",
@@ -94,15 +73,6 @@ def _read_responses(
         for name, text in extra_headers.items():
             entry["headers"][name] = {"description": text, "schema": {"type": "string"}}
     return {200: ok, 204: none, **error_responses(400, 404, 410, 416, 503, *errors)}
-
-
-def _appended(result: AppendResult, events: bool) -> JSONResponse:
-    if result.duplicate:
-        return JSONResponse({"offset": None, "length": result.length, "duplicate": True})
-    body: dict[str, Any] = {"offset": result.offset, "length": result.length}
-    if events:
-        body["events"] = result.events
-    return JSONResponse(body)
 
 
 WaitMs = Annotated[int, Query(description="how long to wait at the tail (capped at 60000)")]
@@ -129,19 +99,15 @@ def data_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
     @router.post(
         "/{name:path}:append",
         response_model=Appended,
-        openapi_extra=APPEND,
+        openapi_extra=APPEND_SCHEMA,
         responses=error_responses(400, 404, 409, 412, 413, 429, 503, 507),
         summary="Append bytes atomically",
     )
     async def append(name: str, request: Request) -> Response:
-        expected_offset, writer_id, writer_seq = _append_options(request)
+        # Served by api.append_path.AppendFastPath in the app; this route documents it.
+        options = parse_options(request.scope["query_string"], request.scope["headers"])
         body = await request.body()
-        result = await store.append(
-            name, body, expected_offset, writer_id=writer_id, writer_seq=writer_seq
-        )
-        if not result.duplicate:
-            metrics.appended(len(body))
-        return _appended(result, events=False)
+        return JSONResponse(await append_answer(store, metrics, name, body, options, False))
 
     @router.get(
         "/{name:path}:read",
@@ -167,19 +133,15 @@ def data_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
     @router.post(
         "/{name:path}:appendEvents",
         response_model=EventsAppended,
-        openapi_extra=APPEND,
+        openapi_extra=APPEND_SCHEMA,
         responses=error_responses(400, 404, 409, 412, 413, 422, 429, 503, 507),
         summary="Append a batch of framed events atomically",
     )
     async def append_events(name: str, request: Request) -> Response:
-        expected_offset, writer_id, writer_seq = _append_options(request)
+        # Served by api.append_path.AppendFastPath in the app; this route documents it.
+        options = parse_options(request.scope["query_string"], request.scope["headers"])
         body = await request.body()
-        result = await store.append_events(
-            name, body, expected_offset, writer_id=writer_id, writer_seq=writer_seq
-        )
-        if not result.duplicate:
-            metrics.appended(len(body), result.events or 0)
-        return _appended(result, events=True)
+        return JSONResponse(await append_answer(store, metrics, name, body, options, True))
 
     @router.get(
         "/{name:path}:readEvents",

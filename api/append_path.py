@@ -1,0 +1,160 @@
+"""The append routes served straight from ASGI: the service's hot path.
+
+``POST /v1/segments/{name}:append`` and ``:appendEvents`` are most of a busy service's requests,
+and FastAPI's routing and parameter resolution cost several times what the durable append
+itself costs. :class:`AppendFastPath` therefore answers them before FastAPI routes anything,
+inside the same middlewares (metrics, auth, body limits, path checks), with errors from the
+same table (:func:`api.errors.error_response`). The FastAPI routes of ``api.routes.data`` stay
+for the OpenAPI document and call the same :func:`append_answer`, so both ways behave alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.errors import BodyTooLarge, error_response
+from api.metrics import Metrics
+from segmentstore.errors import InvalidArgumentError, SegmentStoreError
+from segmentstore.store import SegmentStore
+
+SEGMENTS = "/v1/segments/"
+APPEND = ":append"
+APPEND_EVENTS = ":appendEvents"
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOptions:
+    expected_offset: int | None = None
+    writer_id: str | None = None
+    writer_seq: int | None = None
+
+
+def _optional_int(what: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"{what} must be an integer, not {text[:64]!r}") from None
+
+
+def parse_options(query_string: bytes, headers: Iterable[tuple[bytes, bytes]]) -> AppendOptions:
+    """``expected_offset`` from the query, ``Writer-Id`` and ``Writer-Seq`` from the headers."""
+    if not query_string:
+        expected = None
+    else:
+        query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
+        expected = _optional_int("expected_offset", query.get("expected_offset"))
+    writer_id = writer_seq = None
+    for key, value in headers:
+        if key == b"writer-id":
+            writer_id = value.decode("latin-1")
+        elif key == b"writer-seq":
+            writer_seq = _optional_int("Writer-Seq", value.decode("latin-1"))
+    return AppendOptions(expected, writer_id, writer_seq)
+
+
+async def append_answer(
+    store: SegmentStore,
+    metrics: Metrics,
+    name: str,
+    body: bytes,
+    options: AppendOptions,
+    events: bool,
+) -> dict[str, Any]:
+    """Append ``body`` (bytes, or framed events) and return the JSON answer of API.md."""
+    if events:
+        result = await store.append_events(
+            name,
+            body,
+            options.expected_offset,
+            writer_id=options.writer_id,
+            writer_seq=options.writer_seq,
+        )
+    else:
+        result = await store.append(
+            name,
+            body,
+            options.expected_offset,
+            writer_id=options.writer_id,
+            writer_seq=options.writer_seq,
+        )
+    if result.duplicate:
+        return {"offset": None, "length": result.length, "duplicate": True}
+    metrics.appended(len(body), result.events or 0)
+    answer: dict[str, Any] = {"offset": result.offset, "length": result.length}
+    if events:
+        answer["events"] = result.events
+    return answer
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """What the metrics middleware reads from a matched route: its template."""
+
+    path_format: str
+
+
+_APPEND_ROUTE = _Route(SEGMENTS + "{name}" + APPEND)
+_APPEND_EVENTS_ROUTE = _Route(SEGMENTS + "{name}" + APPEND_EVENTS)
+
+
+class AppendFastPath:
+    def __init__(self, app: ASGIApp, store: SegmentStore, metrics: Metrics) -> None:
+        self.app = app
+        self.store = store
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path: str = scope["path"]
+            if path.startswith(SEGMENTS):
+                if path.endswith(APPEND):
+                    scope["route"] = _APPEND_ROUTE
+                    name = path[len(SEGMENTS) : -len(APPEND)]
+                    await self._append(name, False, scope, receive, send)
+                    return
+                if path.endswith(APPEND_EVENTS):
+                    scope["route"] = _APPEND_EVENTS_ROUTE
+                    name = path[len(SEGMENTS) : -len(APPEND_EVENTS)]
+                    await self._append(name, True, scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+    async def _append(
+        self, name: str, events: bool, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        try:
+            options = parse_options(scope["query_string"], scope["headers"])
+            body = await _read_body(receive)
+            if body is None:
+                return  # the client went away
+            answer = await append_answer(self.store, self.metrics, name, body, options, events)
+        except SegmentStoreError as error:
+            await error_response(error)(scope, receive, send)
+            return
+        except BodyTooLarge as error:
+            await error_response(error.error)(scope, receive, send)
+            return
+        content = json.dumps(answer, separators=(",", ":")).encode()
+        headers = [*_JSON_HEADERS, (b"content-length", str(len(content)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
