@@ -76,6 +76,7 @@ def create_app(
     app.add_middleware(AppendFastPath, store=store, metrics=metrics)
     app.add_middleware(ControlCharacterMiddleware)
     app.add_middleware(BodyLimitMiddleware, raw_limit=store.settings.store.max_append_bytes)
-    app.add_middleware(TokenAuthMiddleware, tokens=dict(auth_tokens or {}))
+    if auth_tokens:
+        app.add_middleware(TokenAuthMiddleware, tokens=dict(auth_tokens))
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

@@ -27,6 +27,7 @@ SEGMENTS = "/v1/segments/"
 APPEND = ":append"
 APPEND_EVENTS = ":appendEvents"
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+_JSON = json.JSONEncoder(separators=(",", ":"))  # one encoder, not one per answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +144,7 @@ class AppendFastPath:
         except BodyTooLarge as error:
             await error_response(error.error)(scope, receive, send)
             return
-        content = json.dumps(answer, separators=(",", ":")).encode()
+        content = _JSON.encode(answer).encode()
         headers = [*_JSON_HEADERS, (b"content-length", str(len(content)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": content})
