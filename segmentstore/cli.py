@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
         "--cases",
         type=lambda text: text.split(","),
         default=None,
-        help="e.g. append-1k,append-1m,read-1m,events (default: all)",
+        help="e.g. append-1k,append-1m,read-1m,events,events-1000 (default: all)",
     )
     http.add_argument(
         "--loadgen",

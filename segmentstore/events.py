@@ -31,22 +31,38 @@ def count(body: bytes | bytearray | memoryview, max_payload: int) -> int:
         raise InvalidEventsError("an event batch needs at least one event")
     position = events = 0
     unpack = HEADER.unpack_from
+    # The loop only hops from header to header; anything odd is explained by _explain.
+    try:
+        while position < size:
+            kind, length = unpack(body, position)
+            if kind or not 0 <= length <= max_payload:  # kind must be EVENT_TYPE, 0
+                break
+            position += 8 + length  # HEADER.size
+            events += 1
+    except struct.error:
+        pass  # a header cut short by the end of the body
+    if position != size:
+        _explain(body, max_payload)
+    return events
+
+
+def _explain(body: bytes | bytearray | memoryview, max_payload: int) -> None:
+    """Raise ``InvalidEventsError`` naming the first thing wrong with ``body``."""
+    size = len(body)
+    position = 0
     header = HEADER.size
     while position < size:
         if position + header > size:
             raise InvalidEventsError(f"the body ends inside an event header at byte {position}")
-        kind, length = unpack(body, position)
+        kind, length = HEADER.unpack_from(body, position)
         if kind != EVENT_TYPE:
             raise InvalidEventsError(f"event at byte {position} has type {kind}, not 0")
         if length < 0 or length > max_payload:
             raise InvalidEventsError(f"event at byte {position} has length {length}")
+        if position + header + length > size:
+            raise InvalidEventsError(f"event at byte {position} runs past the body")
         position += header + length
-        if position > size:
-            raise InvalidEventsError(
-                f"event at byte {position - length - header} runs past the body"
-            )
-        events += 1
-    return events
+    raise AssertionError("a well-formed batch was taken for a broken one")
 
 
 def whole_events(data: bytes | bytearray | memoryview, at_offset: int, max_payload: int) -> int:

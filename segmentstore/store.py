@@ -8,7 +8,6 @@ each segment to its container by Pravega's mapping, and owns the data directory'
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import json
 import logging
@@ -295,7 +294,9 @@ class SegmentStore:
         result = await self.append(
             name, body, expected_offset, writer_id=writer_id, writer_seq=writer_seq
         )
-        return dataclasses.replace(result, events=None if result.duplicate else count)
+        if result.duplicate:
+            return result
+        return AppendResult(result.offset, result.length, events=count)
 
     async def read_events(
         self, name: str, offset: int, max_bytes: int | None = None, wait_ms: int = 0

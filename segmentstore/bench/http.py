@@ -13,7 +13,7 @@ turn with the same requests:
   (httpx is far too slow to load a server: it would measure itself.)
 
 Cases: 1 KiB and 1 MiB appends, 1 MiB reads (of data the store has cached) and
-``:appendEvents`` of 100 events of 100 bytes. Reported per target: requests/s, MB/s of
+``:appendEvents`` of 100 and of 1000 events of 100 bytes. Reported per target: requests/s, MB/s of
 payload, p50/p99 latency, non-2xx answers; and the ratio store / bare of requests per second.
 Both targets share the machine with the load generator (two cores here), so the absolutes say
 little; the ratio, taken in one run on one machine, is the figure. Between cases the store is
@@ -53,6 +53,7 @@ REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 60.0
 QUIET_TIMEOUT_S = 60.0
 EVENTS_PER_BATCH = 100
+EVENTS_PER_BIG_BATCH = 1000
 EVENT_BYTES = 100
 READ_SEGMENT_MIB = 16
 SEGMENTS = 16
@@ -183,9 +184,9 @@ class Case:
     events: int = 0  # per request, for :appendEvents
 
 
-def _event_batch() -> bytes:
+def _event_batch(events: int) -> bytes:
     payload = b"e" * EVENT_BYTES
-    return (struct.pack(">ii", 0, EVENT_BYTES) + payload) * EVENTS_PER_BATCH
+    return (struct.pack(">ii", 0, EVENT_BYTES) + payload) * events
 
 
 def _segment_paths(action: str) -> tuple[str, ...]:
@@ -193,7 +194,9 @@ def _segment_paths(action: str) -> tuple[str, ...]:
 
 
 def cases() -> dict[str, Case]:
-    batch = _event_batch()
+    batch = _event_batch(EVENTS_PER_BATCH)
+    # A producer batching like Kafka's (up to ~100 KB per request) sends far fewer requests.
+    big_batch = _event_batch(EVENTS_PER_BIG_BATCH)
     reads = tuple(
         f"/v1/segments/bench/read:read?offset={k * MiB}&max_length={MiB}"
         for k in range(READ_SEGMENT_MIB)
@@ -237,6 +240,16 @@ def cases() -> dict[str, Case]:
                 connections=16,
                 payload_bytes=len(batch),
                 events=EVENTS_PER_BATCH,
+            ),
+            Case(
+                key="events-1000",
+                title=f"appendEvents {EVENTS_PER_BIG_BATCH}x{EVENT_BYTES} B",
+                method="POST",
+                paths=_segment_paths("appendEvents"),
+                body=big_batch,
+                connections=16,
+                payload_bytes=len(big_batch),
+                events=EVENTS_PER_BIG_BATCH,
             ),
         )
     }
