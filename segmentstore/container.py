@@ -301,11 +301,11 @@ class SegmentContainer:
 
     # -- the Storage Writer's view (WriterHost) -------------------------------------------
 
-    def read_pending(self, segment_id: int, offset: int, length: int) -> bytes:
-        data = self._indexes[segment_id].read(offset, length)
-        if len(data) != length:
-            raise AssertionError(f"bytes {offset}+{length} of segment {segment_id} not cached")
-        return data
+    def pin_pending(
+        self, segment_id: int, offset: int, length: int
+    ) -> tuple[list[memoryview], Callable[[], None]]:
+        index = self._indexes[segment_id]
+        return index.pin_views(offset, length), index.unpin
 
     def storage_advanced(self, segment_id: int, storage_length: int) -> None:
         for metadata in self._metadata_copies():

@@ -30,7 +30,16 @@ class IndexEntry:
 
 
 class SegmentReadIndex:
-    __slots__ = ("_cache", "_clock", "_max_entry", "_tail", "_tree", "storage_length")
+    __slots__ = (
+        "_cache",
+        "_clock",
+        "_deferred",
+        "_max_entry",
+        "_pins",
+        "_tail",
+        "_tree",
+        "storage_length",
+    )
 
     def __init__(self, cache: Cache, clock: GenerationClock, max_entry_bytes: int) -> None:
         self._cache = cache
@@ -40,6 +49,10 @@ class SegmentReadIndex:
         self._tail: asyncio.Future[None] | None = None
         # Bytes below this are in Tier 2, so their entries may be evicted.
         self.storage_length = 0
+        # While views handed out by pin_views are in use (a Tier 2 write in a worker thread),
+        # no cache entry of this index is freed: frees wait in _deferred until the last unpin.
+        self._pins = 0
+        self._deferred: list[int] = []
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -84,7 +97,7 @@ class SegmentReadIndex:
         start, entry = found
         below = start_offset if start + entry.length <= start_offset else start
         for removed in self._tree.remove_below(below):
-            self._cache.delete(removed.address)
+            self._free(removed.address)
 
     def absorb(self, source: SegmentReadIndex, at_offset: int) -> None:
         """Take over ``source``'s entries (no bytes copied): its offset 0 is ``at_offset``."""
@@ -99,9 +112,44 @@ class SegmentReadIndex:
     def drop(self) -> None:
         """Free every entry (the segment is deleted) and wake its tail readers."""
         for _, entry in self._tree.items():
-            self._cache.delete(entry.address)
+            self._free(entry.address)
         self._tree.clear()
         self.notify()
+
+    def _free(self, address: int) -> None:
+        if self._pins:
+            self._deferred.append(address)
+        else:
+            self._cache.delete(address)
+
+    # -- pinned views (the Storage Writer's zero-copy path) -------------------------------
+
+    def pin_views(self, offset: int, length: int) -> list[memoryview]:
+        """Views of exactly the bytes ``[offset, offset + length)``, which must be indexed,
+        valid until :meth:`unpin`: meanwhile no entry of this index is freed or evicted, so the
+        views may cross an ``await`` (the cache contract's condition for using them)."""
+        views: list[memoryview] = []
+        position, end = offset, offset + length
+        for start, entry in self._tree.items(offset):
+            if start > position or position >= end:
+                break
+            within = position - start
+            if within >= entry.length:
+                continue
+            take = min(entry.length - within, end - position)
+            views += self._cache.view(entry.address, within, take)
+            position += take
+        if position != end:
+            raise AssertionError(f"bytes {offset}+{length} are not all indexed")
+        self._pins += 1
+        return views
+
+    def unpin(self) -> None:
+        self._pins -= 1
+        if not self._pins and self._deferred:
+            for address in self._deferred:
+                self._cache.delete(address)
+            self._deferred.clear()
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -139,6 +187,8 @@ class SegmentReadIndex:
 
     def evict(self, oldest_kept_generation: int) -> int:
         """Evict entries in Tier 2 last used before ``oldest_kept_generation``; bytes freed."""
+        if self._pins:
+            return 0  # its views are being written out
         freed = 0
         limit = self.storage_length
         victims = []

@@ -52,7 +52,12 @@ class WriterHost(Protocol):
     @property
     def durable_metadata(self) -> ContainerMetadata: ...
 
-    def read_pending(self, segment_id: int, offset: int, length: int) -> bytes: ...
+    def pin_pending(
+        self, segment_id: int, offset: int, length: int
+    ) -> tuple[list[memoryview], Callable[[], None]]:
+        """Views of the segment's cached bytes ``[offset, offset + length)`` (no copy), valid
+        until the returned release is called."""
+        ...
 
     def storage_advanced(self, segment_id: int, storage_length: int) -> None: ...
 
@@ -308,9 +313,12 @@ class StorageWriter:
             if offset >= end:
                 break
             length = min(end - offset, flusher.room(), _MAX_PIECE)
-            data = self._host.read_pending(segment_id, offset, length)
             entries = self._host.time_index_entries(segment_id, offset, offset + length)
-            await asyncio.to_thread(flusher.write, offset, [data], length, entries)
+            views, release = self._host.pin_pending(segment_id, offset, length)
+            try:
+                await asyncio.to_thread(flusher.write, offset, views, length, entries)
+            finally:
+                release()
             self.flushed_bytes += length
             self._host.storage_advanced(segment_id, flusher.storage_length)
         if upto is not None:

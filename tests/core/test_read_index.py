@@ -117,3 +117,34 @@ def test_absorb_keeps_offsets_when_the_source_head_was_evicted(cache: BlockArena
     target.absorb(source, 100)
     assert target.read(100 + 4 * KiB, 4) == bytes([1]) * 4  # not shifted down to offset 100
     assert target.read(100, 4) == b""  # the evicted head: a miss, served from Tier 2
+
+
+def test_pinned_views_outlive_a_truncation_and_a_drop(cache: BlockArenaCache) -> None:
+    """The Storage Writer writes pinned views from a worker thread while the event loop goes
+    on: a truncation or a delete meanwhile must not hand their blocks to new appends."""
+    index = new_index(cache, max_entry=16 * KiB)
+    data = random.Random(3).randbytes(100 * KiB)
+    for i in range(0, len(data), 10 * KiB):
+        index.append(i, data[i : i + 10 * KiB])
+    views = index.pin_views(5 * KiB, 80 * KiB)
+    assert b"".join(views) == data[5 * KiB : 85 * KiB]
+    used = cache.stats.used_bytes
+    index.truncate(90 * KiB)
+    assert index.evict(1 << 60) == 0  # nothing is evicted while pinned either
+    assert cache.stats.used_bytes == used  # freed only at the unpin
+    other = new_index(cache)
+    other.append(0, b"\xff" * 100 * KiB)  # would reuse freed blocks
+    assert b"".join(views) == data[5 * KiB : 85 * KiB]
+    index.unpin()
+    assert cache.stats.used_bytes < used + 100 * KiB
+    assert index.read(90 * KiB, 10 * KiB) == data[90 * KiB :]
+
+    views = index.pin_views(90 * KiB, 10 * KiB)
+    index.drop()
+    other.append(100 * KiB, b"\xee" * 50 * KiB)
+    assert b"".join(views) == data[90 * KiB :]
+    index.unpin()
+    other.drop()
+    assert cache.stats.used_bytes == 0
+    with pytest.raises(AssertionError):
+        new_index(cache).pin_views(0, 1)  # nothing indexed there
