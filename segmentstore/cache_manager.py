@@ -55,8 +55,9 @@ class CacheManager:
 
     def try_reserve(self, payload_bytes: int) -> int | None:
         """:meth:`reserve` if there is room now (the common case, with no coroutine)."""
-        size = payload_bytes + self.cache.block_bytes
-        if not self._fits(size):
+        cache = self.cache
+        size = payload_bytes + cache.block_bytes
+        if cache.used_bytes + self._reserved + size > cache.max_bytes:
             return None
         self._reserved += size
         return size

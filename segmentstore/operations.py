@@ -220,7 +220,10 @@ class AppendOperation(Operation):
         writer_id: str | None = None,
         writer_seq: int | None = None,
     ) -> None:
-        super().__init__()
+        # Operation.__init__'s fields set here directly: this runs once per append.
+        self.sequence = 0
+        self.time_ms = 0
+        self.address = -1
         self.name = name
         self.data = data
         self.expected_offset = expected_offset
