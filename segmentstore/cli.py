@@ -106,6 +106,15 @@ def _parser() -> argparse.ArgumentParser:
     http.add_argument("--processes", type=int, default=2, help="for --loadgen python")
     http.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
     http.add_argument("--json", default=None, help="also write the results here")
+    spark = benches.add_parser("spark", help="the Spark data source vs pyarrow in one process")
+    spark.add_argument("--segments", type=int, default=4, help="event segments to scan")
+    spark.add_argument("--segment-mib", type=int, default=96, help="MiB of events per segment")
+    spark.add_argument("--event-bytes", type=int, default=1024, help="payload bytes per event")
+    spark.add_argument("--chunk-mib", type=int, default=32, help="Tier 2 chunk size")
+    spark.add_argument("--runs", type=int, default=3, help="timed scans per case (median)")
+    spark.add_argument("--master", default="local[2]", help="Spark master URL")
+    spark.add_argument("--dir", default=None, help="where Tier 2 is written (default: temp dir)")
+    spark.add_argument("--json", default=None, help="also write the results here")
     _spark_jobs(commands)
     return parser
 
@@ -284,6 +293,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.json,
             os.environ,
         )
+        return 0
+    if args.command == "bench" and args.bench == "spark":
+        _use_this_python_for_spark_workers()
+        from jobs import bench as spark_bench  # lazily, like every Spark import
+        from segmentstore.bench.report import print_table, write_json
+
+        rows = spark_bench.run(
+            segments=args.segments,
+            segment_mib=args.segment_mib,
+            event_bytes=args.event_bytes,
+            chunk_mib=args.chunk_mib,
+            runs=args.runs,
+            master=args.master,
+            directory=args.dir,
+        )
+        print_table(
+            rows,
+            [
+                ("case", "case", ""),
+                ("events", "events", "d"),
+                ("mib", "MiB", "d"),
+                ("seconds", "seconds", ".2f"),
+                ("events_per_s", "events/s", ",.0f"),
+                ("mib_per_s", "MiB/s", ".0f"),
+                ("ratio", "ratio", ".2f"),
+            ],
+        )
+        write_json(args.json, "spark", rows)
         return 0
     if args.command == "spark":
         return _spark_job(args)
