@@ -32,9 +32,11 @@ def test_public_names_are_pinned() -> None:
         "Tier2Error",
         "Tier2IOError",
         "Tier2UnavailableError",
+        "TimeIndexEntry",
         "chunk_key",
         "manifest_key",
         "open_chunk_storage",
+        "read_time_index",
         "segment_key",
         "time_index_key",
     ]
