@@ -111,7 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     spark.add_argument("--segment-mib", type=int, default=96, help="MiB of events per segment")
     spark.add_argument("--event-bytes", type=int, default=1024, help="payload bytes per event")
     spark.add_argument("--chunk-mib", type=int, default=32, help="Tier 2 chunk size")
-    spark.add_argument("--runs", type=int, default=3, help="timed scans per case (median)")
+    spark.add_argument("--runs", type=int, default=5, help="timed scans per case (median)")
+    spark.add_argument("--warmups", type=int, default=3, help="untimed Spark scans first")
     spark.add_argument("--master", default="local[2]", help="Spark master URL")
     spark.add_argument("--dir", default=None, help="where Tier 2 is written (default: temp dir)")
     spark.add_argument("--json", default=None, help="also write the results here")
@@ -305,6 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             event_bytes=args.event_bytes,
             chunk_mib=args.chunk_mib,
             runs=args.runs,
+            warmups=args.warmups,
             master=args.master,
             directory=args.dir,
         )

@@ -1,12 +1,15 @@
-"""The event decoder of jobs/: whole events only, exact offsets, loud on broken headers."""
+"""The event decoder of jobs/: whole events only, exact offsets, loud on broken headers; and the
+benchmark's baseline, which decodes the same chunks with it."""
 
 from __future__ import annotations
 
 import random
 import struct
+from pathlib import Path
 
 import pytest
 
+from jobs.bench import pyarrow_scan, write_data
 from jobs.errors import BrokenFramingError
 from jobs.framing import HEADER, events_batch, walk_events
 from jobs.schema import EVENTS_SCHEMA
@@ -54,3 +57,10 @@ def test_a_header_that_is_no_event_header_fails_naming_segment_and_offset(header
     data = frame([b"ok"]) + header + b"xxxx"
     with pytest.raises(BrokenFramingError, match=r"offset 510 of segment 'scope/s'"):
         walk_events(data, "scope/s", 500)
+
+
+def test_the_bench_baseline_decodes_every_event_of_the_chunks(tmp_path: Path) -> None:
+    uri = (tmp_path / "tier2").as_uri()
+    manifests, expected = write_data(uri, 2, 300_000, 1000, 64 * 1024)
+    assert sum(len(m.chunks) for m in manifests) > 8
+    assert pyarrow_scan(uri, manifests) == expected == 2 * (300_000 // 1008)
