@@ -82,9 +82,9 @@ def _timed(scan: Callable[[], Any], runs: int) -> list[float]:
 def run(
     *,
     segments: int = 4,
-    segment_mib: int = 96,
+    segment_mib: int = 128,
     event_bytes: int = 1024,
-    chunk_mib: int = 32,
+    chunk_mib: int = 64,
     runs: int = 5,
     warmups: int = 3,
     master: str = "local[2]",

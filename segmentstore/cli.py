@@ -108,9 +108,11 @@ def _parser() -> argparse.ArgumentParser:
     http.add_argument("--json", default=None, help="also write the results here")
     spark = benches.add_parser("spark", help="the Spark data source vs pyarrow in one process")
     spark.add_argument("--segments", type=int, default=4, help="event segments to scan")
-    spark.add_argument("--segment-mib", type=int, default=96, help="MiB of events per segment")
+    spark.add_argument("--segment-mib", type=int, default=128, help="MiB of events per segment")
     spark.add_argument("--event-bytes", type=int, default=1024, help="payload bytes per event")
-    spark.add_argument("--chunk-mib", type=int, default=32, help="Tier 2 chunk size")
+    spark.add_argument(
+        "--chunk-mib", type=int, default=64, help="Tier 2 chunk size (the writer's default)"
+    )
     spark.add_argument("--runs", type=int, default=5, help="timed scans per case (median)")
     spark.add_argument("--warmups", type=int, default=3, help="untimed Spark scans first")
     spark.add_argument("--master", default="local[2]", help="Spark master URL")
