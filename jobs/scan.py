@@ -31,11 +31,11 @@ def pinned_scan(spark: SparkSession, options: Mapping[str, str]) -> tuple[ScanPl
         plan = plan_scan(scan, storage)
     finally:
         storage.close()
-    pinned = {
-        **options,
-        "segments": ",".join(s.name for s in plan.segments)
-        or ",".join(scan.segments.names + tuple(p + "*" for p in scan.segments.prefixes)),
-        "starting_offsets": json.dumps({s.name: s.start for s in plan.segments}),
-        "ending_offsets": json.dumps({s.name: s.stop for s in plan.segments}),
-    }
+    pinned = dict(options)
+    if plan.segments:  # else nothing matched, and the data source finds nothing either
+        pinned |= {
+            "segments": ",".join(s.name for s in plan.segments),
+            "starting_offsets": json.dumps({s.name: s.start for s in plan.segments}),
+            "ending_offsets": json.dumps({s.name: s.stop for s in plan.segments}),
+        }
     return plan, read_events(spark, pinned)
