@@ -111,7 +111,52 @@ def _parser() -> argparse.ArgumentParser:
     http.add_argument("--processes", type=int, default=2, help="for --loadgen python")
     http.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
     http.add_argument("--json", default=None, help="also write the results here")
+    spark = benches.add_parser("spark", help="the Spark data source vs pyarrow in one process")
+    spark.add_argument("--segments", type=int, default=4, help="event segments to scan")
+    spark.add_argument("--segment-mib", type=int, default=128, help="MiB of events per segment")
+    spark.add_argument("--event-bytes", type=int, default=1024, help="payload bytes per event")
+    spark.add_argument(
+        "--chunk-mib", type=int, default=64, help="Tier 2 chunk size (the writer's default)"
+    )
+    spark.add_argument("--runs", type=int, default=5, help="timed scans per case (median)")
+    spark.add_argument("--warmups", type=int, default=3, help="untimed Spark scans first")
+    spark.add_argument("--master", default="local[2]", help="Spark master URL")
+    spark.add_argument("--dir", default=None, help="where Tier 2 is written (default: temp dir)")
+    spark.add_argument("--json", default=None, help="also write the results here")
+    _spark_jobs(commands)
     return parser
+
+
+def _spark_jobs(commands: Any) -> None:
+    spark = commands.add_parser(
+        "spark", help="Spark batch jobs over Tier 2 (local Spark unless --master)"
+    )
+    jobs = spark.add_subparsers(dest="job", required=True)
+    for job, about in (
+        ("stats", "events, bytes, first/last offset per segment"),
+        ("export", "events to Parquet, partitioned by segment"),
+        ("compact", "the last value per key (payload: key length u16be | key | value)"),
+    ):
+        command = jobs.add_parser(job, help=about)
+        command.add_argument("tier2", help="file:///path, s3://bucket/prefix, hdfs://host/path")
+        if job != "stats":
+            command.add_argument("output", help="where Spark writes the Parquet files")
+            command.add_argument("--overwrite", action="store_true", help="replace the output")
+        command.add_argument(
+            "--segments", default="*", help="names, or prefixes ending in '*' (default: all)"
+        )
+        command.add_argument(
+            "--option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="Tier 2 backend option, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable)",
+        )
+        command.add_argument("--starting-offsets", default="earliest", help='or {"seg": N}')
+        command.add_argument("--ending-offsets", default="latest", help='or {"seg": N}')
+        command.add_argument("--fail-on-data-loss", choices=["true", "false"], default="true")
+        command.add_argument("--master", default="local[2]", help="Spark master URL")
+        command.add_argument("--json", default=None, help="also write the summary here")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -153,6 +198,43 @@ def _serve(settings: Settings) -> None:
         asyncio.run(service)
     else:
         uvloop.run(service)
+
+
+def _use_this_python_for_spark_workers() -> None:
+    # A local Spark starts its Python workers with PYSPARK_PYTHON (else "python3"): make it
+    # this interpreter, the one with jobs/ installed. A cluster's own setting wins.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def _spark_job(args: argparse.Namespace) -> int:
+    _use_this_python_for_spark_workers()
+    from jobs.command import run_job  # lazily: only the spark jobs load Spark
+    from segmentstore.bench.report import print_table, write_json
+
+    options = {
+        "tier2": args.tier2,
+        "segments": args.segments,
+        "starting_offsets": args.starting_offsets,
+        "ending_offsets": args.ending_offsets,
+        "fail_on_data_loss": args.fail_on_data_loss,
+    }
+    for option in args.option:
+        key, _, value = option.partition("=")
+        options[f"tier2.{key}"] = value
+    try:
+        summary = run_job(
+            args.job,
+            options,
+            master=args.master,
+            output=getattr(args, "output", None),
+            overwrite=getattr(args, "overwrite", False),
+        )
+    except Exception as error:  # Spark's errors carry the data source's message inside
+        print(f"segmentstore spark {args.job}: failed: {error}", file=sys.stderr)
+        return 1
+    print_table(summary.rows, summary.columns)
+    write_json(args.json, f"spark-{args.job}", summary.rows)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -225,6 +307,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ,
         )
         return 0
+    if args.command == "bench" and args.bench == "spark":
+        _use_this_python_for_spark_workers()
+        from jobs import bench as spark_bench  # lazily, like every Spark import
+        from segmentstore.bench.report import print_table, write_json
+
+        rows = spark_bench.run(
+            segments=args.segments,
+            segment_mib=args.segment_mib,
+            event_bytes=args.event_bytes,
+            chunk_mib=args.chunk_mib,
+            runs=args.runs,
+            warmups=args.warmups,
+            master=args.master,
+            directory=args.dir,
+        )
+        print_table(
+            rows,
+            [
+                ("case", "case", ""),
+                ("events", "events", "d"),
+                ("mib", "MiB", "d"),
+                ("seconds", "seconds", ".2f"),
+                ("events_per_s", "events/s", ",.0f"),
+                ("mib_per_s", "MiB/s", ".0f"),
+                ("ratio", "ratio", ".2f"),
+            ],
+        )
+        write_json(args.json, "spark", rows)
+        return 0
+    if args.command == "spark":
+        return _spark_job(args)
     return 2
 
 

@@ -29,10 +29,12 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 
 def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> None:
     """``columns`` are (key, heading, format spec)."""
-    widths = [max(len(h), 10) for _, h, _ in columns]
+    lines = [[format(row[k], spec) for k, _, spec in columns] for row in rows]
+    widths = [
+        max(len(h), 10, *(len(cells[i]) for cells in lines)) for i, (_, h, _) in enumerate(columns)
+    ]
     print("  ".join(h.rjust(w) for (_, h, _), w in zip(columns, widths, strict=True)))
-    for row in rows:
-        cells = [format(row[k], spec) for k, _, spec in columns]
+    for cells in lines:
         print("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
 
 

@@ -1,0 +1,56 @@
+"""The ``segmentstore`` Python data source of Spark 4 (``pyspark.sql.datasource``).
+
+Spark calls :meth:`SegmentStoreDataSource.reader` and :meth:`SegmentStoreReader.partitions`
+once, on the driver, when it plans the query: that is where the manifests are read (the
+snapshot) and the scan is cut into partitions (:mod:`jobs.planner`). Each partition then
+travels to an executor, which reads it with :func:`jobs.partition_reader.read_partition` and
+never reads a manifest. Options: :mod:`jobs.options`; columns: :mod:`jobs.schema`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from jobs.options import ScanOptions
+from jobs.partition_reader import read_partition
+from jobs.planner import ScanPartition, plan_scan
+from jobs.schema import BYTES_DDL, EVENTS_DDL
+from jobs.storage_cache import open_storage
+
+
+class SegmentStoreDataSource(DataSource):
+    """``spark.read.format("segmentstore").option("tier2", uri).option("segments", ...)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "segmentstore"
+
+    def schema(self) -> str:
+        return BYTES_DDL if ScanOptions.parse(self.options).mode == "bytes" else EVENTS_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return SegmentStoreReader(ScanOptions.parse(self.options))
+
+
+class SegmentStoreReader(DataSourceReader):
+    def __init__(self, options: ScanOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        options = self.options
+        storage = open_storage(options.tier2_uri, options.tier2_options)
+        plan = plan_scan(options, storage)
+        return [InputPartition(partition) for partition in plan.partitions]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        spec: Any = partition.value
+        if not isinstance(spec, ScanPartition):
+            return iter(())  # Spark's stand-in for a scan with no partitions
+        options = self.options
+        storage = open_storage(options.tier2_uri, options.tier2_options)
+        return read_partition(storage, spec, fail_on_data_loss=options.fail_on_data_loss)

@@ -1,0 +1,202 @@
+"""Planning and reading a scan without Spark, over a Tier 2 built with the tier2 APIs: chunks
+that cut events, time index sidecars with append boundaries, manifests.
+
+Every split is proven at read time (a partition must decode exactly up to the next one's
+start), a boundary that is no event boundary fails loudly, and lost data is an error or, with
+``fail_on_data_loss=false``, skipped and counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from jobs.errors import BrokenFramingError, DataLossError
+from jobs.options import ScanOptions
+from jobs.partition_reader import read_partition
+from jobs.planner import ScanPlan, plan_scan
+from jobs.synthetic import write_segment
+from tier2 import ChunkStorage, ManifestStore, SegmentManifest, open_chunk_storage, time_index_key
+from tier2.time_index import TimeIndexEntry, encode_entries
+
+from .conftest import HEADER, Event, unframe
+
+CHUNK_BYTES = 700
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> ChunkStorage:
+    return open_chunk_storage((tmp_path / "tier2").as_uri())
+
+
+def random_appends(seed: int, count: int = 120) -> list[bytes]:
+    """Appends of 1 to 4 events of 0 to 300 bytes."""
+    rng = random.Random(seed)
+    return [
+        b"".join(
+            HEADER.pack(0, size) + rng.randbytes(size)
+            for size in (rng.randint(0, 300) for _ in range(rng.randint(1, 4)))
+        )
+        for _ in range(count)
+    ]
+
+
+def build(storage: ChunkStorage, name: str, seed: int, *, sidecars: bool = True) -> list[Event]:
+    appends = random_appends(seed)
+    write_segment(
+        storage,
+        name,
+        iter(appends),
+        chunk_bytes=CHUNK_BYTES,
+        boundary_every_bytes=250,
+        sidecars=sidecars,
+    )
+    return unframe(name, b"".join(appends), 0)
+
+
+def options(storage: ChunkStorage, **given: str) -> ScanOptions:
+    return ScanOptions.parse({"tier2": storage.uri, "segments": "s/*", **given})
+
+
+def read_all(storage: ChunkStorage, plan: ScanPlan, fail_on_data_loss: bool = True) -> list[Event]:
+    events = []
+    for partition in plan.partitions:
+        for batch in read_partition(
+            storage, partition, fail_on_data_loss=fail_on_data_loss, window_bytes=512
+        ):
+            events += zip(
+                batch.column("segment").to_pylist(),
+                batch.column("offset").to_pylist(),
+                batch.column("event").to_pylist(),
+                strict=True,
+            )
+    return events
+
+
+def manifest_of(storage: ChunkStorage, name: str) -> SegmentManifest:
+    loaded = ManifestStore(storage).load(name)
+    assert loaded is not None
+    return loaded[0]
+
+
+def test_sidecar_boundaries_split_segments_into_proven_partitions(storage: ChunkStorage) -> None:
+    expected = build(storage, "s/0", 1) + build(storage, "s/1", 2)
+    plan = plan_scan(options(storage), storage)
+    per_segment = [p for p in plan.partitions if p.segment == "s/0"]
+    chunks = len(manifest_of(storage, "s/0").chunks)
+    assert chunks > 10
+    assert len(per_segment) > chunks // 2, "most chunks should start a partition"
+    event_starts = {offset for segment, offset, _ in expected if segment == "s/0"}
+    assert all(p.start in event_starts for p in per_segment)
+    assert [p.exact for p in per_segment] == [True] * (len(per_segment) - 1) + [False]
+    assert read_all(storage, plan) == expected
+
+
+def test_without_sidecars_a_segment_is_one_partition(storage: ChunkStorage) -> None:
+    expected = build(storage, "s/0", 3, sidecars=False)
+    plan = plan_scan(options(storage), storage)
+    assert len(plan.partitions) == 1
+    assert read_all(storage, plan) == expected
+
+
+def test_a_boundary_that_is_not_an_event_boundary_fails_the_partition_before_it(
+    storage: ChunkStorage,
+) -> None:
+    build(storage, "s/0", 4)
+    manifest = manifest_of(storage, "s/0")
+    chunk = manifest.chunks[5]
+    real = plan_scan(options(storage), storage)
+    boundary = next(
+        p.start for p in real.partitions if chunk.start_offset <= p.start < chunk.end_offset
+    )
+    bogus = boundary + 3  # inside the header of the event that starts there
+    key = time_index_key(chunk.key)
+    storage.delete(key)
+    storage.create(
+        key, [encode_entries(chunk.start_offset, [TimeIndexEntry(bogus, 0)], first=True)]
+    )
+    plan = plan_scan(options(storage), storage)
+    assert bogus in [p.start for p in plan.partitions]
+    with pytest.raises(BrokenFramingError, match=f"offset {bogus} of segment 's/0'"):
+        read_all(storage, plan)
+
+
+def test_the_scan_ends_at_the_last_whole_event_before_the_ending_offset(
+    storage: ChunkStorage,
+) -> None:
+    expected = build(storage, "s/0", 5)
+    inside = expected[200]
+    stop = inside[1] + 5  # inside the header (or payload) of event 200
+    plan = plan_scan(options(storage, ending_offsets=f'{{"s/0": {stop}}}'), storage)
+    assert read_all(storage, plan) == expected[:200]
+
+
+def test_a_missing_chunk_fails_the_plan_naming_segment_and_chunk(storage: ChunkStorage) -> None:
+    build(storage, "s/0", 6)
+    chunk = manifest_of(storage, "s/0").chunks[3]
+    storage.delete(chunk.key)
+    with pytest.raises(DataLossError, match=f"segment 's/0', chunk {chunk.key}: .* missing"):
+        plan_scan(options(storage), storage)
+
+
+def test_a_missing_chunk_is_skipped_and_counted_when_loss_is_allowed(
+    storage: ChunkStorage, caplog: pytest.LogCaptureFixture
+) -> None:
+    expected = build(storage, "s/0", 7)
+    chunk = manifest_of(storage, "s/0").chunks[3]
+    storage.delete(chunk.key)
+    plan = plan_scan(options(storage, fail_on_data_loss="false"), storage)
+    assert [(r.chunk, r.start, r.stop) for r in plan.lost] == [
+        (chunk.key, chunk.start_offset, chunk.end_offset)
+    ]
+    assert "missing" in caplog.text
+    events = read_all(storage, plan, fail_on_data_loss=False)
+    assert set(events) < set(expected)
+    assert not [e for e in events if chunk.start_offset <= e[1] < chunk.end_offset]
+    assert [e for e in expected if e[1] < chunk.start_offset - 300] == [
+        e for e in events if e[1] < chunk.start_offset - 300
+    ]
+
+
+def test_a_chunk_lost_after_planning_fails_the_read(storage: ChunkStorage) -> None:
+    build(storage, "s/0", 8)
+    plan = plan_scan(options(storage), storage)
+    chunk = manifest_of(storage, "s/0").chunks[-1]
+    storage.delete(chunk.key)
+    with pytest.raises(DataLossError, match=f"chunk {chunk.key}"):
+        read_all(storage, plan)
+    assert read_all(storage, plan, fail_on_data_loss=False)  # the rest is there
+
+
+def test_truncated_bytes_are_not_returned_and_asking_for_them_is_data_loss(
+    storage: ChunkStorage,
+) -> None:
+    expected = build(storage, "s/0", 9)
+    start = expected[100][1]
+    manifests = ManifestStore(storage)
+    loaded = manifests.load("s/0")
+    assert loaded is not None
+    manifests.save(dataclasses.replace(loaded[0], start_offset=start), loaded[1], 0)
+    assert read_all(storage, plan_scan(options(storage), storage)) == expected[100:]
+    with pytest.raises(DataLossError, match=rf"\[0, {start}\) were truncated"):
+        plan_scan(options(storage, starting_offsets='{"s/0": 0}'), storage)
+    plan = plan_scan(
+        options(storage, starting_offsets='{"s/0": 0}', fail_on_data_loss="false"), storage
+    )
+    assert [(r.start, r.stop, r.chunk) for r in plan.lost] == [(0, start, None)]
+    assert read_all(storage, plan) == expected[100:]
+
+
+def test_bytes_mode_returns_the_raw_bytes_chunk_by_chunk(storage: ChunkStorage) -> None:
+    appends = random_appends(10)
+    write_segment(storage, "s/0", iter(appends), chunk_bytes=CHUNK_BYTES)
+    plan = plan_scan(options(storage, mode="bytes"), storage)
+    assert len(plan.partitions) == len(manifest_of(storage, "s/0").chunks)
+    batches = [b for p in plan.partitions for b in read_partition(storage, p, window_bytes=256)]
+    table = pa.Table.from_batches(batches)
+    assert b"".join(table.column("data").to_pylist()) == b"".join(appends)
+    assert all(len(d) <= 256 for d in table.column("data").to_pylist())
