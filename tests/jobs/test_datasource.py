@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
+from jobs.options import ScanOptions
+from jobs.planner import plan_scan
 from jobs.synthetic import write_segment
 from segmentstore import SegmentStore
-from tier2 import ManifestStore, open_chunk_storage
+from tier2 import ManifestStore, SegmentReader, open_chunk_storage
 
 from .conftest import (
     FAST_WRITER,
@@ -87,6 +89,10 @@ def test_the_data_source_returns_exactly_what_the_http_api_returns(
     assert events_of(rows) == expected
     storage = open_chunk_storage(live.tier2_uri)
     try:
+        # The store's time index sidecars let the scan split each segment at proven
+        # event boundaries, not only at segment edges.
+        options = ScanOptions.parse({"tier2": live.tier2_uri, "segments": "spark/http/*"})
+        assert len(plan_scan(options, storage).partitions) > len(names)
         for name in names:
             manifest = ManifestStore(storage).load(name)
             assert manifest is not None and len(manifest[0].chunks) > 3
@@ -184,15 +190,24 @@ async def test_a_deleted_chunk_fails_the_job_unless_loss_is_allowed(
     try:
         loaded = ManifestStore(storage).load(name)
         assert loaded is not None
-        lost = loaded[0].chunks[len(loaded[0].chunks) // 2]
+        chunks = loaded[0].chunks
+        middle = len(chunks) // 2
+        lost = chunks[middle]
+        # The scan splits at time index boundaries: the first one after the lost chunk
+        # starts a partition that does not need it.
+        reader = SegmentReader(storage)
+        resumed = next(e.offset for c in chunks[middle + 1 :] for e in reader.time_index(c))
         storage.delete(lost.key)
     finally:
         storage.close()
     with pytest.raises(Exception, match=f"data loss in segment '{name}', chunk {lost.key}"):
         scan(spark, tier2=uri, segments=name)
     rows = scan(spark, tier2=uri, segments=name, fail_on_data_loss="false")
-    # No sidecars yet: the segment is one partition, which ends at the lost chunk.
-    assert events_of(rows) == [e for e in events if e[1] + 8 + len(e[2]) <= lost.start_offset]
+    # What comes before the lost chunk, and everything from the next proven boundary on.
+    assert events_of(rows) == [
+        e for e in events if e[1] + 8 + len(e[2]) <= lost.start_offset or e[1] >= resumed
+    ]
+    assert resumed < events[-1][1]
 
 
 def test_time_index_boundaries_split_the_scan_across_spark_partitions(
