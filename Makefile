@@ -33,10 +33,12 @@ lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP) ## Append, read, writer and Spark scan benchmarks, each with its same-run baseline (bench-*.json)
+bench: $(STAMP) ## Every benchmark, each with its same-run baseline (bench-*.json)
 	$(BIN)/segmentstore bench append --json bench-append.json
 	$(BIN)/segmentstore bench read --json bench-read.json
 	$(BIN)/segmentstore bench writer --json bench-writer.json
+	$(BIN)/segmentstore bench offset-at --json bench-offset-at.json
+	$(BIN)/segmentstore bench http --json bench-http.json
 	$(BIN)/segmentstore bench spark --json bench-spark.json
 
 clean: ## Remove the virtual environment and caches
