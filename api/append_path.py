@@ -152,11 +152,12 @@ class AppendFastPath:
 
 def _encode(answer: dict[str, Any]) -> bytes:
     offset, length, events = answer["offset"], answer["length"], answer.get("events")
-    if type(offset) is int and type(length) is int and (events is None or type(events) is int):
-        # The common answer, formatted directly: the JSON encoder costs more than the append.
-        if "events" in answer:
+    # The common answers, formatted directly: the JSON encoder costs more than the append.
+    if type(offset) is int and type(length) is int:
+        if type(events) is int:
             return b'{"offset":%d,"length":%d,"events":%d}' % (offset, length, events)
-        return b'{"offset":%d,"length":%d}' % (offset, length)
+        if "events" not in answer:
+            return b'{"offset":%d,"length":%d}' % (offset, length)
     return _JSON.encode(answer).encode()
 
 

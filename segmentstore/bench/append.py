@@ -47,7 +47,7 @@ def raw_grouped_fdatasync(directory: Path, size: int, group: int, seconds: float
         path.unlink()
 
 
-async def _run_store(
+async def run_store(
     directory: Path, size: int, writers: int, segments: int, seconds: float
 ) -> dict[str, float]:
     payload = os.urandom(size)
@@ -106,7 +106,7 @@ def run(
                 case.mkdir()
                 print(f"... {size} B x {writers} writers: store", flush=True)
                 store = run_loop(
-                    _run_store(case, size, writers, min(segments, writers), seconds), loop
+                    run_store(case, size, writers, min(segments, writers), seconds), loop
                 )
                 # The raw loop groups as the store can: as many records as there are writers,
                 # up to 4 MiB per fdatasync.

@@ -44,7 +44,8 @@ from typing import IO, Any
 
 import httpx
 
-from segmentstore.bench.report import percentile, print_table, write_json
+from segmentstore.bench.append import run_store
+from segmentstore.bench.report import percentile, print_table, run_loop, write_json
 from segmentstore.client import SegmentStoreClient
 
 KiB = 1 << 10
@@ -524,6 +525,12 @@ def run(
             }
             bare_rate = row["bare_req_per_s"]
             row["ratio"] = row["store_req_per_s"] / bare_rate if bare_rate else float("nan")
+            if case.key.startswith("append-"):
+                # The same appends through the embedded API, same size and concurrency.
+                print(f"... [{number}/{len(chosen)}] {case.title}: embedded API", flush=True)
+                embedded = _embedded_mb_per_s(base, case, seconds)
+                row["embedded_mb_per_s"] = embedded
+                row["http_vs_embedded"] = row["store_mb_per_s"] / embedded
             rows.append(row)
             if row["store_failures"] or row["bare_failures"]:
                 print(
@@ -538,6 +545,19 @@ def run(
     _print(rows)
     write_json(json_path, "http", rows)
     return rows
+
+
+def _embedded_mb_per_s(base: Path, case: Case, seconds: float) -> float:
+    directory = base / f"embedded-{case.key}"
+    directory.mkdir()
+    try:
+        result = run_loop(
+            run_store(directory, case.payload_bytes, case.connections, SEGMENTS, seconds),
+            "uvloop",
+        )
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return float(result["appends_per_s"]) * case.payload_bytes / 1e6
 
 
 def _print(rows: list[dict[str, Any]]) -> None:
@@ -556,6 +576,18 @@ def _print(rows: list[dict[str, Any]]) -> None:
             ("ratio", "store/bare", ".2f"),
         ],
     )
+    appends = [r for r in rows if "embedded_mb_per_s" in r]
+    if appends:
+        print()
+        print_table(
+            appends,
+            [
+                ("case", "case", ""),
+                ("store_mb_per_s", "HTTP MB/s", ",.1f"),
+                ("embedded_mb_per_s", "embedded MB/s", ",.1f"),
+                ("http_vs_embedded", "HTTP/embedded", ".2f"),
+            ],
+        )
     events = [r for r in rows if r["store_events_per_s"]]
     if events:
         print()
