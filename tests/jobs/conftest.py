@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,10 +96,10 @@ class LiveServer:
         assert not self.thread.is_alive(), "the server did not stop"
 
 
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[LiveServer]:
-    data = tmp_path / "data"
-    store = SegmentStore.open(data, containers=2, storage_writer=FAST_WRITER)
+@contextmanager
+def serve_store(data: Path, **options: Any) -> Iterator[LiveServer]:
+    """A store over ``data`` (``SegmentStore.open`` ``options``) served on a free port."""
+    store = SegmentStore.open(data, containers=2, storage_writer=FAST_WRITER, **options)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -111,14 +112,18 @@ def live(tmp_path: Path) -> Iterator[LiveServer]:
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
         time.sleep(0.01)
-    running = LiveServer(
-        f"http://127.0.0.1:{port}", (data / "tier2").resolve().as_uri(), server, thread
-    )
+    running = LiveServer(f"http://127.0.0.1:{port}", store.settings.tier2_uri(), server, thread)
     try:
         yield running
     finally:
         running.stop()
         listener.close()
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[LiveServer]:
+    with serve_store(tmp_path / "data") as running:
+        yield running
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:

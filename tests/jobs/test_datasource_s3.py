@@ -1,5 +1,5 @@
 """The data source over Tier 2 on S3 (moto in server mode on 127.0.0.1): the credentials and
-endpoint travel as ``tier2.*`` options, and the events match what the store returns."""
+endpoint travel as ``tier2.*`` options, and the events match what the HTTP API returns."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from moto.server import ThreadedMotoServer
 
-from segmentstore import SegmentStore, Settings
+from segmentstore import Settings
 from tier2 import open_chunk_storage
 
-from .conftest import FAST_WRITER, events_of, scan
-from .test_datasource import flush, random_events, store_events
+from .conftest import events_of, frame, http_events, scan, serve_store, wait_until
+from .test_datasource import random_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.integration]
 
@@ -34,24 +34,31 @@ def s3_endpoint() -> Iterator[str]:
         server.stop()
 
 
-async def test_the_data_source_reads_s3_through_its_options(
+def test_the_data_source_reads_s3_through_its_options(
     spark: Any, tmp_path: Path, s3_endpoint: str
 ) -> None:
+    """The service over S3 Tier 2; the data source, given only the bucket, the endpoint and
+    the credentials, returns exactly what ``:readEvents`` returns up to the storage length."""
     uri = f"s3://spark-tier2/{uuid.uuid4().hex}"
     options = {"endpoint_url": s3_endpoint, **CREDENTIALS}
     open_chunk_storage(uri, options={**options, "create_bucket": True}).close()
     settings = Settings().with_overrides(tier2={"uri": uri, "options": options})
     rng = random.Random(21)
     names = [f"s3/events/{i}" for i in range(2)]
-    async with SegmentStore.open(
-        tmp_path / "data", settings=settings, storage_writer=FAST_WRITER
-    ) as store:
+    with serve_store(tmp_path / "data", settings=settings) as live, live.client() as http:
+        assert live.tier2_uri == uri
         for name in names:
-            await store.create_segment(name)
+            assert http.put(f"/v1/segments/{name}").status_code == 201
             for _ in range(6):
-                await store.append_events(name, random_events(rng, rng.randint(1, 25)))
-        await flush(store)
-        expected = sorted([e for name in names for e in await store_events(store, name)])
+                body = frame(random_events(rng, rng.randint(1, 25)))
+                assert http.post(f"/v1/segments/{name}:appendEvents", content=body).is_success
+
+        def flushed() -> bool:
+            infos = [http.get(f"/v1/segments/{n}").json() for n in names]
+            return all(i["storage_length"] == i["length"] for i in infos)
+
+        wait_until(flushed)
+        expected = sorted(e for n in names for e in http_events(http, n, length_of(http, n)))
         rows = scan(
             spark,
             tier2=uri,
@@ -60,3 +67,7 @@ async def test_the_data_source_reads_s3_through_its_options(
         )
     assert events_of(rows) == expected
     assert len({chunk for *_, chunk in rows}) > 4
+
+
+def length_of(http: Any, name: str) -> int:
+    return int(http.get(f"/v1/segments/{name}").json()["storage_length"])
