@@ -23,41 +23,31 @@ the next measurement.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import multiprocessing
 import os
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import httpx
 
 from segmentstore.bench.append import run_store
-from segmentstore.bench.report import percentile, print_table, run_loop, write_json
+from segmentstore.bench.http_cases import READ_SEGMENT_MIB, SEGMENTS, Case, MiB, cases
+from segmentstore.bench.http_load import Load, run_python, run_wrk
+from segmentstore.bench.report import print_table, run_loop, write_json
 from segmentstore.client import SegmentStoreClient
 
-KiB = 1 << 10
-MiB = 1 << 20
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 60.0
 QUIET_TIMEOUT_S = 60.0
-EVENTS_PER_BATCH = 100
-EVENTS_PER_BIG_BATCH = 1000
-EVENT_BYTES = 100
-READ_SEGMENT_MIB = 16
-SEGMENTS = 16
 _RUNNING_ON = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
 # -- the servers ----------------------------------------------------------------------------
@@ -170,92 +160,6 @@ def _wait_quiet(store_url: str) -> None:
             time.sleep(0.5)
 
 
-# -- the cases ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Case:
-    key: str
-    title: str
-    method: str
-    paths: tuple[str, ...]
-    body: bytes
-    connections: int
-    payload_bytes: int  # per request: the body sent, or for reads the body answered
-    events: int = 0  # per request, for :appendEvents
-
-
-def _event_batch(events: int) -> bytes:
-    payload = b"e" * EVENT_BYTES
-    return (struct.pack(">ii", 0, EVENT_BYTES) + payload) * events
-
-
-def _segment_paths(action: str) -> tuple[str, ...]:
-    return tuple(f"/v1/segments/bench/http-{i:02d}:{action}" for i in range(SEGMENTS))
-
-
-def cases() -> dict[str, Case]:
-    batch = _event_batch(EVENTS_PER_BATCH)
-    # A producer batching like Kafka's (up to ~100 KB per request) sends far fewer requests.
-    big_batch = _event_batch(EVENTS_PER_BIG_BATCH)
-    reads = tuple(
-        f"/v1/segments/bench/read:read?offset={k * MiB}&max_length={MiB}"
-        for k in range(READ_SEGMENT_MIB)
-    )
-    return {
-        case.key: case
-        for case in (
-            Case(
-                key="append-1k",
-                title="append 1 KiB",
-                method="POST",
-                paths=_segment_paths("append"),
-                body=os.urandom(KiB),
-                connections=32,
-                payload_bytes=KiB,
-            ),
-            Case(
-                key="append-1m",
-                title="append 1 MiB",
-                method="POST",
-                paths=_segment_paths("append"),
-                body=os.urandom(MiB),
-                connections=8,
-                payload_bytes=MiB,
-            ),
-            Case(
-                key="read-1m",
-                title="read 1 MiB",
-                method="GET",
-                paths=reads,
-                body=b"",
-                connections=8,
-                payload_bytes=MiB,
-            ),
-            Case(
-                key="events",
-                title=f"appendEvents {EVENTS_PER_BATCH}x{EVENT_BYTES} B",
-                method="POST",
-                paths=_segment_paths("appendEvents"),
-                body=batch,
-                connections=16,
-                payload_bytes=len(batch),
-                events=EVENTS_PER_BATCH,
-            ),
-            Case(
-                key="events-1000",
-                title=f"appendEvents {EVENTS_PER_BIG_BATCH}x{EVENT_BYTES} B",
-                method="POST",
-                paths=_segment_paths("appendEvents"),
-                body=big_batch,
-                connections=16,
-                payload_bytes=len(big_batch),
-                events=EVENTS_PER_BIG_BATCH,
-            ),
-        )
-    }
-
-
 def _prepare_store(url: str) -> None:
     """The segments the cases append to, and one of READ_SEGMENT_MIB MiB to read from."""
     with SegmentStoreClient(url) as client:
@@ -265,189 +169,6 @@ def _prepare_store(url: str) -> None:
         block = os.urandom(MiB)
         for _ in range(READ_SEGMENT_MIB):
             client.append("bench/read", block)
-
-
-# -- load generators ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Load:
-    requests: int
-    seconds: float
-    p50_ms: float
-    p99_ms: float
-    failures: int  # non-2xx answers and broken connections
-
-
-def _lua_script(case: Case, body_path: Path) -> str:
-    paths = ", ".join(json.dumps(p) for p in case.paths)
-    body = json.dumps(str(body_path)) if case.body else "nil"
-    return f"""
--- generated by segmentstore bench http: {case.title}
-local paths = {{{paths}}}
-local body_path = {body}
-local prepared = {{}}
-local index = 0
-
-function init(args)
-  local body = nil
-  if body_path then
-    local file = io.open(body_path, "rb")
-    body = file:read("*a")
-    file:close()
-  end
-  local headers = {{["Content-Type"] = "application/octet-stream"}}
-  -- Formatted once: building a 1 MiB request in Lua per request would measure Lua.
-  for i, path in ipairs(paths) do
-    prepared[i] = wrk.format("{case.method}", path, headers, body)
-  end
-  index = math.random(#prepared) - 1
-end
-
-function request()
-  index = index % #prepared + 1
-  return prepared[index]
-end
-
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'WRK-RESULT {{"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, '
-      .. '"failures": %d}}\\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.status + e.timeout))
-end
-"""
-
-
-def run_wrk(url: str, case: Case, seconds: float, workdir: Path) -> Load:
-    body_path = workdir / f"{case.key}.body"
-    body_path.write_bytes(case.body)
-    script = workdir / f"{case.key}.lua"
-    script.write_text(_lua_script(case, body_path))
-    threads = min(2, case.connections)
-    argv = ["wrk", f"-t{threads}", f"-c{case.connections}", f"-d{max(1, round(seconds))}s"]
-    argv += ["--timeout", "30s", "-s", str(script), url]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120, check=True)
-    found = re.search(r"WRK-RESULT (\{.*\})", done.stdout)
-    if found is None:
-        raise RuntimeError(f"no result from wrk:\n{done.stdout}\n{done.stderr}")
-    result = json.loads(found.group(1))
-    return Load(
-        requests=result["requests"],
-        seconds=result["duration_us"] / 1e6,
-        p50_ms=result["p50_us"] / 1000,
-        p99_ms=result["p99_us"] / 1000,
-        failures=result["failures"],
-    )
-
-
-def _raw_requests(host: str, port: int, case: Case) -> list[bytes]:
-    requests = []
-    for path in case.paths:
-        head = f"{case.method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-        if case.method == "POST":
-            head += "Content-Type: application/octet-stream\r\n"
-            head += f"Content-Length: {len(case.body)}\r\n"
-        requests.append(head.encode("ascii") + b"\r\n" + case.body)
-    return requests
-
-
-async def _answer(reader: asyncio.StreamReader) -> int:
-    """Reads one whole answer; its status."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head[9:12])
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        key, _, value = line.partition(b":")
-        if key.lower() == b"content-length":
-            length = int(value)
-        elif key.lower() == b"transfer-encoding":
-            raise RuntimeError("chunked answers are not expected from either server")
-    if length:
-        await reader.readexactly(length)
-    return status
-
-
-async def _connection(
-    port: int,
-    requests: list[bytes],
-    index: int,
-    start_at: float,
-    stop_at: float,
-    latencies: list[float],
-) -> int:
-    """Keeps one connection busy, starting at ``requests[index]``; returns its failures."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    failures = 0
-    index %= len(requests)
-    clock = time.perf_counter
-    try:
-        while (begun := clock()) < stop_at:
-            writer.write(requests[index])
-            index = (index + 1) % len(requests)
-            status = await _answer(reader)
-            if begun >= start_at:
-                latencies.append(clock() - begun)
-                failures += not 200 <= status < 300
-    finally:
-        writer.close()
-    return failures
-
-
-async def _generate(
-    port: int, requests: list[bytes], connections: int, warmup_s: float, seconds: float
-) -> dict[str, Any]:
-    latencies: list[float] = []
-    start_at = time.perf_counter() + warmup_s
-    stop_at = start_at + seconds
-    outcomes = await asyncio.gather(
-        *(_connection(port, requests, i, start_at, stop_at, latencies) for i in range(connections)),
-        return_exceptions=True,
-    )
-    broken = sum(1 for o in outcomes if isinstance(o, BaseException))
-    failures = sum(o for o in outcomes if isinstance(o, int)) + broken
-    return {"latencies": latencies, "failures": failures, "seconds": seconds}
-
-
-def _load_process(spec: dict[str, Any]) -> dict[str, Any]:
-    """One load-generating process (a ``multiprocessing`` target: top level, plain data)."""
-    args = (spec["port"], spec["requests"], spec["connections"], spec["warmup_s"], spec["seconds"])
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover
-        return asyncio.run(_generate(*args))
-    return uvloop.run(_generate(*args))
-
-
-def run_python(url: str, case: Case, seconds: float, processes: int, warmup_s: float) -> Load:
-    port = int(url.rsplit(":", 1)[1])
-    requests = _raw_requests("127.0.0.1", port, case)
-    processes = max(1, min(processes, case.connections))
-    shares = [
-        case.connections // processes + (i < case.connections % processes) for i in range(processes)
-    ]
-    specs = [
-        {
-            "port": port,
-            "requests": requests,
-            "connections": n,
-            "warmup_s": warmup_s,
-            "seconds": seconds,
-        }
-        for n in shares
-    ]
-    # spawn: a forked child would inherit this process's threads and event loop state.
-    with multiprocessing.get_context("spawn").Pool(processes) as pool:
-        results = pool.map(_load_process, specs)
-    latencies = sorted(t for r in results for t in r["latencies"])
-    return Load(
-        requests=len(latencies),
-        seconds=seconds,
-        p50_ms=percentile(latencies, 0.50) * 1000,
-        p99_ms=percentile(latencies, 0.99) * 1000,
-        failures=sum(r["failures"] for r in results),
-    )
 
 
 # -- the run --------------------------------------------------------------------------------
