@@ -28,18 +28,16 @@ from segmentstore.errors import (
     SegmentTruncatedError,
 )
 from segmentstore.metadata import ContainerMetadata, SegmentMetadata
-from segmentstore.operations import (
-    AppendOperation,
+from segmentstore.metadata_operations import (
     CreateSegmentOperation,
     DeleteSegmentOperation,
-    LogReplayError,
     MergeOperation,
-    Operation,
     SealOperation,
     SetRetentionOperation,
     TruncateOperation,
     UpdateAttributesOperation,
 )
+from segmentstore.operations import AppendOperation, LogReplayError, Operation
 from segmentstore.read_index import SegmentReadIndex
 from segmentstore.recovery import RecoveryStats, replay
 from segmentstore.retention import RetentionEnforcer

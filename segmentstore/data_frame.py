@@ -15,7 +15,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from segmentstore.operations import Buffer, Operation, decode
+from segmentstore.operation_codec import decode
+from segmentstore.operations import Buffer, Operation
 
 FORMAT_VERSION = 1
 _VERSION = struct.Struct("<B")

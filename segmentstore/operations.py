@@ -8,7 +8,9 @@ copy once Tier 1 has the operation, and on recovery's copy during replay — one
 three never disagree. ``apply`` is deterministic from the serialized fields alone.
 
 Wire form (inside data frames, see docs/formats.md): ``kind u8 | sequence u64 | body``. Appends
-have a packed binary body; the rare metadata operations carry JSON.
+(here) have a packed binary body; the rare metadata operations
+(:mod:`segmentstore.metadata_operations`) carry JSON. :mod:`segmentstore.operation_codec` reads
+them back.
 """
 
 from __future__ import annotations
@@ -18,18 +20,12 @@ import struct
 from enum import IntEnum
 from typing import Any, ClassVar
 
-from segmentstore.attributes import AttributeUpdate, resolve_updates
 from segmentstore.errors import (
     BadOffsetError,
-    InvalidArgumentError,
-    OffsetBeyondEndError,
-    SegmentExistsError,
     SegmentNotFoundError,
     SegmentSealedError,
-    SegmentTruncatedError,
 )
 from segmentstore.metadata import ContainerMetadata, SegmentMetadata
-from segmentstore.names import transaction_parent
 
 Buffer = bytes | bytearray | memoryview
 
@@ -93,21 +89,16 @@ class Operation:
         return cls._from_fields(json.loads(bytes(body)))
 
 
-def decode(data: memoryview) -> Operation:
-    kind, sequence = HEADER.unpack_from(data)
-    op = _KINDS[Kind(kind)]._decode_body(data[HEADER.size :])
-    op.sequence = sequence
-    return op
-
-
-def _segment(metadata: ContainerMetadata, name: str) -> SegmentMetadata:
+def segment_named(metadata: ContainerMetadata, name: str) -> SegmentMetadata:
+    """The segment a caller names (validation): ``SegmentNotFoundError`` if there is none."""
     segment = metadata.segments.get(name)
     if segment is None:
         raise SegmentNotFoundError(name)
     return segment
 
 
-def _by_id(metadata: ContainerMetadata, segment_id: int) -> SegmentMetadata:
+def segment_by_id(metadata: ContainerMetadata, segment_id: int) -> SegmentMetadata:
+    """The segment an operation's wire form names (apply, replay): ``LogReplayError`` if none."""
     segment = metadata.by_id.get(segment_id)
     if segment is None:
         raise LogReplayError(f"operation on unknown segment id {segment_id}")
@@ -138,62 +129,6 @@ class CheckpointOperation(Operation):
     @classmethod
     def _from_fields(cls, fields: dict[str, Any]) -> Operation:
         return cls(fields)
-
-
-class CreateSegmentOperation(Operation):
-    __slots__ = ("attributes", "name", "retention", "segment_id")
-    kind = Kind.CREATE
-
-    def __init__(
-        self,
-        name: str,
-        attributes: dict[str, int] | None = None,
-        retention: dict[str, int] | None = None,
-        segment_id: int = 0,
-    ) -> None:
-        super().__init__()
-        self.name = name
-        self.attributes = attributes or {}
-        self.retention = retention or {}
-        self.segment_id = segment_id
-
-    def prepare(self, metadata: ContainerMetadata) -> bool:
-        if self.name in metadata.segments:
-            raise SegmentExistsError(self.name)
-        parent = transaction_parent(self.name)
-        if parent is not None and _segment(metadata, parent).sealed:
-            raise SegmentSealedError(parent)
-        self.segment_id = metadata.next_segment_id
-        self.apply(metadata)
-        return True
-
-    def apply(self, metadata: ContainerMetadata) -> None:
-        metadata.sequence = self.sequence
-        metadata.add(
-            SegmentMetadata(
-                id=self.segment_id,
-                name=self.name,
-                created_ms=self.time_ms,
-                last_modified_ms=self.time_ms,
-                attributes=dict(self.attributes),
-                retention=dict(self.retention),
-            )
-        )
-
-    def _fields(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "id": self.segment_id,
-            "time_ms": self.time_ms,
-            "attributes": self.attributes,
-            "retention": self.retention,
-        }
-
-    @classmethod
-    def _from_fields(cls, fields: dict[str, Any]) -> Operation:
-        op = cls(fields["name"], fields["attributes"], fields["retention"], fields["id"])
-        op.time_ms = fields["time_ms"]
-        return op
 
 
 class AppendOperation(Operation):
@@ -300,240 +235,3 @@ class AppendOperation(Operation):
         op.offset = offset
         op.time_ms = time_ms
         return op
-
-
-class _SegmentOperation(Operation):
-    """An operation on one existing segment, named by the caller and by id on the wire."""
-
-    __slots__ = ("name", "segment_id")
-
-    def __init__(self, name: str, segment_id: int = 0) -> None:
-        super().__init__()
-        self.name = name
-        self.segment_id = segment_id
-
-    def _resolve(self, metadata: ContainerMetadata) -> SegmentMetadata:
-        segment = _segment(metadata, self.name)
-        self.segment_id = segment.id
-        return segment
-
-    def _fields(self) -> dict[str, Any]:
-        return {"id": self.segment_id, "time_ms": self.time_ms}
-
-    @classmethod
-    def _from_fields(cls, fields: dict[str, Any]) -> Operation:
-        op = cls("", fields["id"])
-        op.time_ms = fields["time_ms"]
-        return op
-
-
-class SealOperation(_SegmentOperation):
-    __slots__ = ()
-    kind = Kind.SEAL
-
-    def prepare(self, metadata: ContainerMetadata) -> bool:
-        if self._resolve(metadata).sealed:
-            return False
-        self.apply(metadata)
-        return True
-
-    def apply(self, metadata: ContainerMetadata) -> None:
-        metadata.sequence = self.sequence
-        segment = _by_id(metadata, self.segment_id)
-        segment.sealed = True
-        segment.last_modified_ms = self.time_ms
-
-
-class TruncateOperation(_SegmentOperation):
-    __slots__ = ("offset",)
-    kind = Kind.TRUNCATE
-
-    def __init__(self, name: str, offset: int, segment_id: int = 0) -> None:
-        super().__init__(name, segment_id)
-        self.offset = offset
-
-    def prepare(self, metadata: ContainerMetadata) -> bool:
-        segment = self._resolve(metadata)
-        if self.offset > segment.length:
-            raise OffsetBeyondEndError(self.name, self.offset, segment.length)
-        if self.offset <= segment.start_offset:
-            return False
-        self.apply(metadata)
-        return True
-
-    def apply(self, metadata: ContainerMetadata) -> None:
-        metadata.sequence = self.sequence
-        segment = _by_id(metadata, self.segment_id)
-        segment.start_offset = max(segment.start_offset, self.offset)
-        segment.last_modified_ms = self.time_ms
-        segment.time_index.forget_below(segment.start_offset)
-
-    def _fields(self) -> dict[str, Any]:
-        return {"id": self.segment_id, "time_ms": self.time_ms, "offset": self.offset}
-
-    @classmethod
-    def _from_fields(cls, fields: dict[str, Any]) -> Operation:
-        op = cls("", fields["offset"], fields["id"])
-        op.time_ms = fields["time_ms"]
-        return op
-
-
-class MergeOperation(Operation):
-    """Moves all of a (sealed, untruncated) source's bytes to the end of a target, atomically."""
-
-    __slots__ = ("source", "source_id", "source_length", "target", "target_id", "target_offset")
-    kind = Kind.MERGE
-
-    def __init__(self, target: str, source: str) -> None:
-        super().__init__()
-        self.target = target
-        self.source = source
-        self.target_id = self.source_id = 0
-        self.target_offset = self.source_length = 0
-
-    def prepare(self, metadata: ContainerMetadata) -> bool:
-        if self.target == self.source:
-            raise InvalidArgumentError("a segment cannot be merged into itself")
-        target = _segment(metadata, self.target)
-        source = _segment(metadata, self.source)
-        if target.sealed:
-            raise SegmentSealedError(self.target)
-        if source.start_offset > 0:
-            raise SegmentTruncatedError(self.source, source.start_offset)
-        self.target_id, self.source_id = target.id, source.id
-        self.target_offset, self.source_length = target.length, source.length
-        self.apply(metadata)
-        return True
-
-    def apply(self, metadata: ContainerMetadata) -> None:
-        metadata.sequence = self.sequence
-        target = _by_id(metadata, self.target_id)
-        source = _by_id(metadata, self.source_id)
-        if target.length != self.target_offset or source.length != self.source_length:
-            raise LogReplayError(f"merge of {source.name} into {target.name} does not fit")
-        if self.source_length:
-            # To the target, the source's bytes are one append made now.
-            target.time_index.add(target.length, self.time_ms)
-        target.length += self.source_length
-        target.last_modified_ms = self.time_ms
-        # Replayed operations carry ids only; the Storage Writer needs the names.
-        self.target, self.source = target.name, source.name
-        metadata.remove(self.source_id)
-
-    def _fields(self) -> dict[str, Any]:
-        return {
-            "target": self.target_id,
-            "source": self.source_id,
-            "target_offset": self.target_offset,
-            "source_length": self.source_length,
-            "time_ms": self.time_ms,
-        }
-
-    @classmethod
-    def _from_fields(cls, fields: dict[str, Any]) -> Operation:
-        op = cls("", "")
-        op.target_id, op.source_id = fields["target"], fields["source"]
-        op.target_offset, op.source_length = fields["target_offset"], fields["source_length"]
-        op.time_ms = fields["time_ms"]
-        return op
-
-
-class DeleteSegmentOperation(_SegmentOperation):
-    __slots__ = ()
-    kind = Kind.DELETE
-
-    def prepare(self, metadata: ContainerMetadata) -> bool:
-        self._resolve(metadata)
-        self.apply(metadata)
-        return True
-
-    def apply(self, metadata: ContainerMetadata) -> None:
-        metadata.sequence = self.sequence
-        self.name = _by_id(metadata, self.segment_id).name  # replay knows only the id
-        metadata.remove(self.segment_id)
-
-
-class UpdateAttributesOperation(_SegmentOperation):
-    """Conditional attribute updates, resolved to plain values at prepare time (all or none)."""
-
-    __slots__ = ("updates", "values")
-    kind = Kind.ATTRIBUTES
-
-    def __init__(
-        self, name: str, updates: list[AttributeUpdate] | None = None, segment_id: int = 0
-    ) -> None:
-        super().__init__(name, segment_id)
-        self.updates = updates or []
-        self.values: dict[str, int] = {}
-
-    def prepare(self, metadata: ContainerMetadata) -> bool:
-        segment = self._resolve(metadata)
-        self.values = resolve_updates(segment.attributes, self.updates)
-        self.apply(metadata)
-        return True
-
-    def apply(self, metadata: ContainerMetadata) -> None:
-        metadata.sequence = self.sequence
-        segment = _by_id(metadata, self.segment_id)
-        segment.attributes.update(self.values)
-        segment.last_modified_ms = self.time_ms
-
-    def _fields(self) -> dict[str, Any]:
-        return {"id": self.segment_id, "time_ms": self.time_ms, "values": self.values}
-
-    @classmethod
-    def _from_fields(cls, fields: dict[str, Any]) -> Operation:
-        op = cls("", None, fields["id"])
-        op.values = fields["values"]
-        op.time_ms = fields["time_ms"]
-        return op
-
-
-class SetRetentionOperation(_SegmentOperation):
-    """Replaces a segment's retention policy (``time_ms`` and/or ``bytes``; empty: none)."""
-
-    __slots__ = ("retention",)
-    kind = Kind.RETENTION
-
-    def __init__(
-        self, name: str, retention: dict[str, int] | None = None, segment_id: int = 0
-    ) -> None:
-        super().__init__(name, segment_id)
-        self.retention = retention or {}
-
-    def prepare(self, metadata: ContainerMetadata) -> bool:
-        if self._resolve(metadata).retention == self.retention:
-            return False
-        self.apply(metadata)
-        return True
-
-    def apply(self, metadata: ContainerMetadata) -> None:
-        metadata.sequence = self.sequence
-        segment = _by_id(metadata, self.segment_id)
-        segment.retention = dict(self.retention)
-        segment.last_modified_ms = self.time_ms
-
-    def _fields(self) -> dict[str, Any]:
-        return {"id": self.segment_id, "time_ms": self.time_ms, "retention": self.retention}
-
-    @classmethod
-    def _from_fields(cls, fields: dict[str, Any]) -> Operation:
-        op = cls("", fields["retention"], fields["id"])
-        op.time_ms = fields["time_ms"]
-        return op
-
-
-_KINDS: dict[Kind, type[Operation]] = {
-    cls.kind: cls
-    for cls in (
-        CheckpointOperation,
-        CreateSegmentOperation,
-        AppendOperation,
-        SealOperation,
-        TruncateOperation,
-        MergeOperation,
-        DeleteSegmentOperation,
-        UpdateAttributesOperation,
-        SetRetentionOperation,
-    )
-}
