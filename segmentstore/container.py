@@ -17,6 +17,7 @@ from enum import StrEnum
 from cache import CacheFullError
 from segmentstore.attributes import AttributeUpdate
 from segmentstore.cache_manager import CacheManager
+from segmentstore.commit_effects import CommitEffects
 from segmentstore.data_frame import FrameFormatError
 from segmentstore.durable_log import DurableLog
 from segmentstore.errors import (
@@ -43,8 +44,7 @@ from segmentstore.recovery import RecoveryStats, replay
 from segmentstore.retention import RetentionEnforcer
 from segmentstore.segment_info import AppendResult, SegmentInfo
 from segmentstore.settings import Settings
-from segmentstore.storage_writer import DeleteEvent, MergeEvent, StorageWriter
-from segmentstore.tier1_retention import Tier1Retention
+from segmentstore.storage_writer import StorageWriter
 from segmentstore.tier2_reads import Tier2Reads
 from segmentstore.time_lookup import TimeLookup
 from tier1 import DataLogError, DurableDataLog
@@ -84,14 +84,10 @@ class SegmentContainer:
         self._data_log: DurableDataLog | None = None
         self._durable = ContainerMetadata(self.id)
         self._log: DurableLog | None = None
-        self._indexes: dict[int, SegmentReadIndex] = {}
         self._writer: StorageWriter | None = None
         self._retention_enforcer: RetentionEnforcer | None = None
-        # Merged ranges whose bytes Tier 2 still has under the source's manifest:
-        # target id -> [(merge sequence, target offset, length, source name)].
-        self._merging: dict[int, list[tuple[int, int, int, str]]] = {}
         # Tier 1 frees space a whole file at a time: tracking finer than a file gains nothing.
-        self._retention = Tier1Retention(coalesce_bytes=self._settings.tier1.segment_bytes // 8)
+        self._effects = CommitEffects(self._new_index, self._settings.tier1.segment_bytes // 8)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -100,7 +96,7 @@ class SegmentContainer:
         return self._durable.epoch
 
     def _read_indexes(self) -> Iterable[SegmentReadIndex]:
-        return self._indexes.values()
+        return self._effects.indexes.values()
 
     def _new_index(self) -> SegmentReadIndex:
         manager = self._cache_manager
@@ -121,8 +117,9 @@ class SegmentContainer:
             self._writer = StorageWriter(
                 self.id, epoch, self._tier2.storage, self._settings.storage_writer, self
             )
+            self._effects.writer = self._writer
             self._durable = await replay(
-                self.id, epoch, self._data_log, self._restore, self._replay_one, self.recovery
+                self.id, epoch, self._data_log, self._restore, self._effects.replay, self.recovery
             )
             self._durable.time_index_interval = self._settings.store.time_index_interval_bytes
             self._log = DurableLog(
@@ -131,7 +128,7 @@ class SegmentContainer:
                 self._durable.copy(),
                 self._settings.durable_log,
                 self._commit,
-                self._retention.needed_sequence,
+                self._effects.retention.needed_sequence,
                 self._on_log_failure,
             )
             # Before anything is served: bytes that Tier 2 got after the last checkpoint are
@@ -190,119 +187,35 @@ class SegmentContainer:
         if self._data_log is not None:
             await self._data_log.close()
         self._cache_manager.unregister(self._read_indexes)
-        for index in self._indexes.values():
-            index.drop()  # frees its cache entries and wakes its tail readers
-        self._indexes = {}
+        self._effects.drop_all()  # frees cache entries and wakes tail readers
 
     def _on_log_failure(self, error: BaseException) -> None:
         self.status = ContainerStatus.OFFLINE
         self.failure = str(error)
-        for index in self._indexes.values():
-            index.notify()
+        self._effects.notify_all()
 
     def writer_failed(self, error: BaseException) -> None:
         """The Storage Writer stopped (fenced by a newer owner, or Tier 2 disagrees with us)."""
         self.status = ContainerStatus.OFFLINE
         self.failure = f"storage writer: {error}"
         log.error("container %d offline: %s", self.id, self.failure)
-        for index in self._indexes.values():
-            index.notify()
+        self._effects.notify_all()
 
     # -- applying committed operations ----------------------------------------------------
 
     def _restore(self, metadata: ContainerMetadata) -> None:
         metadata.time_index_interval = self._settings.store.time_index_interval_bytes
-        # Bytes appended before a checkpoint are, by the truncation rule, below each segment's
-        # start offset or already in Tier 2: the read index starts empty for them.
-        self._indexes = {segment.id: self._new_index() for segment in metadata.segments.values()}
-
-    def _replay_one(self, metadata: ContainerMetadata, op: Operation) -> None:
-        op.apply(metadata)
-        self._index(op, metadata)
+        self._effects.restore(metadata)
 
     def _commit(self, ops: list[Operation]) -> None:
-        durable = self._durable
-        # A window's appends are indexed per segment, all at once: one cache append and one
-        # bookkeeping call per segment instead of per append. Other operations are indexed in
-        # their place, after the appends before them.
-        runs: dict[int, list[AppendOperation]] = {}
-        for op in ops:
-            op.apply(durable)
-            if type(op) is AppendOperation:
-                run = runs.get(op.segment_id)
-                if run is None:
-                    runs[op.segment_id] = [op]
-                else:
-                    run.append(op)
-            else:
-                if runs:
-                    self._index_appends(runs, durable)
-                    runs = {}
-                self._index(op, durable)
-        if runs:
-            self._index_appends(runs, durable)
-
-    def _index_appends(
-        self, runs: dict[int, list[AppendOperation]], metadata: ContainerMetadata
-    ) -> None:
-        """Like :meth:`_index` for appends; each run is one segment's consecutive appends."""
-        writer = self._writer
-        assert writer is not None
-        for segment_id, run in runs.items():
-            first = run[0]
-            data = first.data if len(run) == 1 else b"".join([op.data for op in run])
-            self._indexes[segment_id].append(first.offset, data)
-            self._retention.appended(
-                segment_id, first.offset, first.offset + len(data), first.sequence
-            )
-            writer.appended(metadata.by_id[segment_id])
-
-    def _index(self, op: Operation, metadata: ContainerMetadata) -> None:
-        """Reflect an applied operation in the read index, the Storage Writer's queue and the
-        Tier 1 retention."""
-        writer = self._writer
-        assert writer is not None
-        match op:
-            case AppendOperation():
-                self._indexes[op.segment_id].append(op.offset, op.data)
-                self._retention.appended(
-                    op.segment_id, op.offset, op.offset + len(op.data), op.sequence
-                )
-                writer.appended(metadata.by_id[op.segment_id])
-            case CreateSegmentOperation():
-                self._indexes[op.segment_id] = self._new_index()
-            case SealOperation():
-                self._indexes[op.segment_id].notify()
-                writer.changed(metadata.by_id[op.segment_id])
-            case TruncateOperation():
-                self._indexes[op.segment_id].truncate(op.offset)
-                self._retention.release(op.segment_id, op.offset)
-                writer.changed(metadata.by_id[op.segment_id])
-            case MergeOperation():
-                source = self._indexes.pop(op.source_id)
-                self._indexes[op.target_id].absorb(source, op.target_offset)
-                self._retention.merged(op.source_id, op.target_id, op.target_offset)
-                self._retention.hold(op.sequence)
-                self._merging.setdefault(op.target_id, []).append(
-                    (op.sequence, op.target_offset, op.source_length, op.source)
-                )
-                writer.enqueue(
-                    MergeEvent(op.sequence, op.target_id, op.source, op.source_id,
-                               op.target_offset, op.source_length, op.time_ms)
-                )  # fmt: skip
-            case DeleteSegmentOperation():
-                self._indexes.pop(op.segment_id).drop()
-                self._retention.deleted(op.segment_id)
-                self._retention.hold(op.sequence)
-                self._merging.pop(op.segment_id, None)
-                writer.enqueue(DeleteEvent(op.sequence, op.name, op.segment_id))
+        self._effects.commit(ops, self._durable)
 
     # -- the Storage Writer's view (WriterHost) -------------------------------------------
 
     def pin_pending(
         self, segment_id: int, offset: int, length: int
     ) -> tuple[list[memoryview], Callable[[], None]]:
-        index = self._indexes[segment_id]
+        index = self._effects.indexes[segment_id]
         return index.pin_views(offset, length), index.unpin
 
     def storage_advanced(self, segment_id: int, storage_length: int) -> None:
@@ -312,10 +225,7 @@ class SegmentContainer:
                 segment.storage_length = min(storage_length, segment.length)
                 # The flush wrote these entries into the chunk's sidecar.
                 segment.time_index.forget_below(segment.storage_length)
-        index = self._indexes.get(segment_id)
-        if index is not None:
-            index.storage_length = max(index.storage_length, storage_length)
-        self._retention.release(segment_id, storage_length)
+        self._effects.storage_advanced(segment_id, storage_length)
 
     def time_index_entries(self, segment_id: int, start: int, end: int) -> list[TimeIndexEntry]:
         return self._durable.by_id[segment_id].time_index.between(start, end)
@@ -327,11 +237,7 @@ class SegmentContainer:
                 segment.sealed_in_storage = True
 
     def structural_applied(self, sequence: int) -> None:
-        self._retention.unhold(sequence)
-        for target, merges in list(self._merging.items()):
-            merges[:] = [m for m in merges if m[0] != sequence]
-            if not merges:
-                del self._merging[target]
+        self._effects.structural_applied(sequence)
 
     def _metadata_copies(self) -> list[ContainerMetadata]:
         # Storage lengths are not operations: both copies learn them, and checkpoints of the
@@ -406,7 +312,7 @@ class SegmentContainer:
                 raise OffsetBeyondEndError(name, offset, segment.length)
             if offset < segment.length:
                 wanted = min(max_length, segment.length - offset)
-                data = self._indexes[segment.id].read(offset, wanted)
+                data = self._effects.indexes[segment.id].read(offset, wanted)
                 if data:
                     return data
                 return await self._read_tier2(segment, offset, wanted)
@@ -415,13 +321,13 @@ class SegmentContainer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return b""
-            changed = self._indexes[segment.id].tail_changed()
+            changed = self._effects.indexes[segment.id].tail_changed()
             await asyncio.wait([changed], timeout=remaining)
 
     async def _read_tier2(self, segment: SegmentMetadata, offset: int, wanted: int) -> bytes:
         """A cache miss: the bytes are in Tier 2 (under the segment's manifest, or under a
         merged source's until the writer has moved them over)."""
-        for _, at, length, source in self._merging.get(segment.id, ()):
+        for _, at, length, source in self._effects.merging.get(segment.id, ()):
             if at <= offset < at + length:
                 try:
                     return await self._tier2.read(
@@ -434,7 +340,7 @@ class SegmentContainer:
             raise ContainerUnavailableError(
                 self.id, f"bytes at {offset} of {segment.name!r} are neither cached nor in Tier 2"
             )
-        index = self._indexes[segment.id]
+        index = self._effects.indexes[segment.id]
         try:
             return await self._tier2.read_into(index, segment, offset, wanted)
         except Tier2Error as error:
