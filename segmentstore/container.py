@@ -46,6 +46,7 @@ from segmentstore.segment_info import AppendResult, SegmentInfo
 from segmentstore.settings import Settings
 from segmentstore.storage_writer import StorageWriter
 from segmentstore.tier2_reads import Tier2Reads
+from segmentstore.time_index import SegmentTimeIndex
 from segmentstore.time_lookup import TimeLookup
 from tier1 import DataLogError, DurableDataLog
 from tier2 import Tier2Error, TimeIndexEntry
@@ -74,7 +75,7 @@ class SegmentContainer:
         self._data_log_factory = data_log_factory
         self._cache_manager = cache_manager
         self._tier2 = tier2
-        self._time_lookup = TimeLookup(tier2.storage)
+        self._time_lookup = TimeLookup(tier2.storage, self._time_index_of)
         self.status = ContainerStatus.STOPPED
         self.failure: str | None = None
         self.recovery = RecoveryStats()
@@ -122,10 +123,15 @@ class SegmentContainer:
                 self.id, epoch, self._data_log, self._restore, self._effects.replay, self.recovery
             )
             self._durable.time_index_interval = self._settings.store.time_index_interval_bytes
+            accepted = self._durable.copy()
+            # From here on only the accepted copy keeps the time indexes.
+            self._durable.keeps_time_index = False
+            for segment in self._durable.segments.values():
+                segment.time_index = SegmentTimeIndex()
             self._log = DurableLog(
                 self.id,
                 self._data_log,
-                self._durable.copy(),
+                accepted,
                 self._settings.durable_log,
                 self._commit,
                 self._effects.retention.needed_sequence,
@@ -228,7 +234,19 @@ class SegmentContainer:
         self._effects.storage_advanced(segment_id, storage_length)
 
     def time_index_entries(self, segment_id: int, start: int, end: int) -> list[TimeIndexEntry]:
-        return self._durable.by_id[segment_id].time_index.between(start, end)
+        segment = self._durable.by_id.get(segment_id)
+        return [] if segment is None else self._time_index_of(segment).between(start, end)
+
+    def time_index(self, name: str) -> SegmentTimeIndex:
+        """The in-memory time index of segment ``name`` (its Tier 1 tail)."""
+        return self._time_index_of(self._segment(name))
+
+    def _time_index_of(self, segment: SegmentMetadata) -> SegmentTimeIndex:
+        """The time index of a (durable) segment, kept in the accepted metadata; empty if
+        the accepted copy no longer has the segment (a delete under way)."""
+        keeper = self._durable if self._log is None else self._log.accepted
+        found = keeper.by_id.get(segment.id)
+        return SegmentTimeIndex() if found is None else found.time_index
 
     def sealed_in_storage(self, segment_id: int) -> None:
         for metadata in self._metadata_copies():

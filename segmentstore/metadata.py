@@ -73,6 +73,10 @@ class ContainerMetadata:
     # A setting, not state: how sparse the segments' time indexes are (never serialized; a
     # changed setting only changes how dense later entries are).
     time_index_interval: int = 4096
+    # Whether applying operations maintains the segments' time indexes. A running container
+    # keeps them in the accepted copy only (which checkpoints snapshot; readers use it too),
+    # so the durable copy does not pay for them a second time.
+    keeps_time_index: bool = True
 
     def add(self, segment: SegmentMetadata) -> None:
         self.segments[segment.name] = segment

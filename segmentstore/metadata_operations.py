@@ -146,7 +146,8 @@ class TruncateOperation(_SegmentOperation):
         segment = segment_by_id(metadata, self.segment_id)
         segment.start_offset = max(segment.start_offset, self.offset)
         segment.last_modified_ms = self.time_ms
-        segment.time_index.forget_below(segment.start_offset)
+        if metadata.keeps_time_index:
+            segment.time_index.forget_below(segment.start_offset)
 
     def _fields(self) -> dict[str, Any]:
         return {"id": self.segment_id, "time_ms": self.time_ms, "offset": self.offset}
@@ -191,7 +192,7 @@ class MergeOperation(Operation):
         source = segment_by_id(metadata, self.source_id)
         if target.length != self.target_offset or source.length != self.source_length:
             raise LogReplayError(f"merge of {source.name} into {target.name} does not fit")
-        if self.source_length:
+        if self.source_length and metadata.keeps_time_index:
             # To the target, the source's bytes are one append made now.
             target.time_index.add(target.length, self.time_ms)
         target.length += self.source_length

@@ -200,9 +200,10 @@ class AppendOperation(Operation):
         metadata.sequence = self.sequence
         segment.length = self.length_after = self.offset + len(self.data)
         segment.last_modified_ms = self.time_ms
-        segment.time_index.record(
-            self.offset, self.length_after, self.time_ms, metadata.time_index_interval
-        )
+        if metadata.keeps_time_index:
+            segment.time_index.record(
+                self.offset, self.length_after, self.time_ms, metadata.time_index_interval
+            )
         if self.writer_id is not None:
             assert self.writer_seq is not None
             segment.writers[self.writer_id] = self.writer_seq

@@ -6,9 +6,12 @@ Every append reports its range and time; an entry is kept at most every
 Tier 2 it writes the range's entries into the chunk's sidecar (:mod:`tier2.time_index`) and they
 are dropped from here.
 
-The index lives in the segment's metadata, so it is changed by ``Operation.apply`` (accepted and
-durable copies, and recovery's replay alike) and saved by checkpoints: a restart rebuilds the
-same entries. Times never decrease within a segment: a clock that steps back is clamped.
+The index lives in the segment's metadata, so it is changed by ``Operation.apply`` and saved by
+checkpoints: recovery's replay rebuilds the same entries. A running container keeps it in the
+*accepted* copy only (``ContainerMetadata.keeps_time_index``): that is the copy checkpoints
+snapshot, and the durable copy would only repeat the work on every append. Its entries may
+therefore run ahead of what is durable; readers clamp their answers to the durable length.
+Times never decrease within a segment: a clock that steps back is clamped.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from segmentstore.metadata import SegmentMetadata
+from segmentstore.time_index import SegmentTimeIndex
 from tier2 import ChunkInfo, ChunkStorage, ManifestStore, TimeIndexEntry, read_time_index
 
 _CACHED_SIDECARS = 256
@@ -47,8 +48,11 @@ _Search = Callable[[Sequence[ChunkInfo], _EntriesOf, int], TimeIndexEntry | None
 class TimeLookup:
     """One per container; the Tier 2 parts run in a worker thread."""
 
-    def __init__(self, storage: ChunkStorage) -> None:
+    def __init__(
+        self, storage: ChunkStorage, index_of: Callable[[SegmentMetadata], SegmentTimeIndex]
+    ) -> None:
         self._storage = storage
+        self._index_of = index_of  # a segment's in-memory (Tier 1 tail) index
         self._manifests = ManifestStore(storage)
         self._sidecars: OrderedDict[tuple[str, str, int, int], _ChunkEntries] = OrderedDict()
         self._lock = threading.Lock()  # lookups run in several worker threads at once
@@ -57,7 +61,7 @@ class TimeLookup:
         """API.md's ``:offsetAt``: an append boundary ``O`` such that every append made at or
         after ``time_ms`` lies at or after ``O``, with at most one index interval (or one
         append) of earlier data between ``O`` and the first such append."""
-        index = segment.time_index
+        index = self._index_of(segment)
         if 0 <= index.last_time_ms < time_ms:
             return segment.length  # every append so far was made before it
         first = index.first()
@@ -65,26 +69,26 @@ class TimeLookup:
             entry = index.last_before_time(time_ms)
         else:
             entry = await self._in_tier2(segment, _last_before_time, time_ms)
-        return segment.start_offset if entry is None else max(entry.offset, segment.start_offset)
+        return _clamp(entry, segment)
 
     async def boundary_at_or_below(self, segment: SegmentMetadata, offset: int) -> int:
         """The highest append boundary at or below ``offset`` (the start offset if none is
         known); ``offset`` itself when it is the segment's length."""
         if offset >= segment.length:
             return segment.length
-        index = segment.time_index
+        index = self._index_of(segment)
         first = index.first()
         if first is not None and first.offset <= offset:
             entry = index.last_at_or_below(offset)
         else:
             entry = await self._in_tier2(segment, _last_at_or_below, offset)
-        return segment.start_offset if entry is None else max(entry.offset, segment.start_offset)
+        return _clamp(entry, segment)
 
     async def oldest_time(self, segment: SegmentMetadata) -> int | None:
         """When the oldest append still stored (in Tier 2 or the tail) was made, if known."""
         entry = await self._in_tier2(segment, _first, 0)
         if entry is None:
-            entry = segment.time_index.first()
+            entry = self._index_of(segment).first()
         return None if entry is None else entry.time_ms
 
     async def _in_tier2(
@@ -117,6 +121,14 @@ class TimeLookup:
             if len(self._sidecars) > _CACHED_SIDECARS:
                 self._sidecars.popitem(last=False)
         return entries
+
+
+def _clamp(entry: TimeIndexEntry | None, segment: SegmentMetadata) -> int:
+    """An entry's offset within the readable ``[start_offset, length]``. (The in-memory index
+    also holds appends accepted but not yet durable: those are never answered.)"""
+    if entry is None:
+        return segment.start_offset
+    return min(max(entry.offset, segment.start_offset), segment.length)
 
 
 def _last_before_time(

@@ -75,9 +75,9 @@ async def _run(data_dir: Path, total_bytes: int) -> list[dict[str, Any]]:
         first_ms, last_ms = await _fill(store, total_bytes)
         rng = random.Random(1)
         times = [rng.randint(first_ms, last_ms) for _ in range(QUERIES)]
-        segment = store.containers[container_of(NAME, 1)].durable_metadata.segments[NAME]
-        memory = 2 * segment.time_index.memory_bytes  # the accepted and the durable copy
-        length = segment.length
+        container = store.containers[container_of(NAME, 1)]
+        memory = container.time_index(NAME).memory_bytes
+        length = container.get_info(NAME).length
         print("asking offset_at with the data in the Tier 1 tail ...", flush=True)
         queries = iter(times)
         tail = await _latencies(lambda: store.offset_at(NAME, next(queries)), QUERIES)

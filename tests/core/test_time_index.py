@@ -117,8 +117,7 @@ async def check_all(store: SegmentStore, name: str, acks: list[Ack], gaps: list[
 
 
 def time_index_of(store: SegmentStore, name: str) -> SegmentTimeIndex:
-    container = store.containers[container_of(name, len(store.containers))]
-    return container.durable_metadata.segments[name].time_index
+    return store.containers[container_of(name, len(store.containers))].time_index(name)
 
 
 # -- offsetAt -------------------------------------------------------------------------------
