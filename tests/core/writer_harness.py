@@ -1,0 +1,149 @@
+"""Shared by the Storage Writer tests: a store over a local Tier 2, and ways to look at what
+Tier 2 holds (files, manifests, the ``segmentstore tier2`` command line as a real process)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from segmentstore import (
+    SegmentStore,
+)
+from tier2 import (
+    ChunkStorage,
+    ManifestStore,
+    SegmentManifest,
+    SegmentReader,
+    open_chunk_storage,
+    segment_key,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+KiB = 1024
+MiB = 1024 * KiB
+# Flush almost at once, in chunks small enough that a few appends roll several of them.
+WRITER = {"flush_threshold_bytes": 1024, "flush_interval_ms": 50, "max_chunk_bytes": 64 * KiB}
+# For tests that decide themselves when Tier 2 catches up (flush_all): the writer never
+# flushes on its own within a test.
+MANUAL = {"flush_threshold_bytes": 64 * MiB, "flush_interval_ms": 600_000}
+SEGMENT_DIR = re.compile(r"segments/[0-9a-f]{32}")
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def open_store(data: Path, **overrides: Any) -> SegmentStore:
+    writer = {**WRITER, **overrides.pop("storage_writer", {})}
+    return SegmentStore.open(data, storage_writer=writer, **overrides)
+
+
+def tier2_root(data: Path) -> Path:
+    return data / "tier2"
+
+
+async def flush(store: SegmentStore) -> None:
+    """Everything pending goes to Tier 2 now, in every container."""
+    for container in store.containers:
+        writer = container.storage_writer
+        assert writer is not None, f"container {container.id} has no storage writer"
+        await writer.flush_all()
+
+
+async def read_all(store: SegmentStore, name: str) -> bytes:
+    """The segment's readable bytes, from its start offset to its length."""
+    info = await store.get_info(name)
+    out = bytearray()
+    while info.start_offset + len(out) < info.length:
+        chunk = await store.read(name, info.start_offset + len(out), 1 << 20)
+        assert len(chunk) > 0, f"{name}: empty read at {info.start_offset + len(out)} of {info}"
+        out += chunk
+    return bytes(out)
+
+
+def tier2_files(data: Path) -> list[str]:
+    """Every file under the Tier 2 directory (dot files too), relative, sorted."""
+    root = tier2_root(data)
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def chunk_files(data: Path, name: str) -> list[str]:
+    """The chunks of ``name`` (not their time index sidecars)."""
+    prefix = segment_key(name) + "/chunk-"
+    return [f for f in tier2_files(data) if f.startswith(prefix) and not f.endswith(".tidx")]
+
+
+def sidecar_files(data: Path, name: str) -> list[str]:
+    prefix = segment_key(name) + "/chunk-"
+    return [f for f in tier2_files(data) if f.startswith(prefix) and f.endswith(".tidx")]
+
+
+def storage_of(data: Path) -> ChunkStorage:
+    return open_chunk_storage(tier2_root(data).as_uri())
+
+
+def load_manifest(data: Path, name: str) -> SegmentManifest | None:
+    storage = storage_of(data)
+    try:
+        loaded = ManifestStore(storage).load(name)
+    finally:
+        storage.close()
+    return None if loaded is None else loaded[0]
+
+
+def tier2_bytes(data: Path, name: str) -> tuple[SegmentManifest, bytes]:
+    """The manifest and every byte it names, ``[start_offset, storage_length)``."""
+    storage = storage_of(data)
+    try:
+        loaded = ManifestStore(storage).load(name)
+        assert loaded is not None, f"{name} has no manifest in Tier 2"
+        manifest = loaded[0]
+        length = manifest.storage_length - manifest.start_offset
+        return manifest, SegmentReader(storage).read_from(manifest, manifest.start_offset, length)
+    finally:
+        storage.close()
+
+
+async def cli(*args: str) -> tuple[int, bytes, str]:
+    """``segmentstore tier2 ARGS`` in a process of its own, as a user runs it."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "segmentstore.cli",
+        "tier2",
+        *args,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, stdout, stderr.decode(errors="replace")
+
+
+def parse_ls(text: str) -> dict[str, tuple[int, int, bool]]:
+    """``tier2 ls`` output: name -> (start offset, storage length, sealed)."""
+    lines = text.splitlines()
+    assert lines and lines[0].split() == ["start_offset", "storage_length", "sealed", "name"]
+    listed = {}
+    for line in lines[1:]:
+        start, length, sealed, name = line.split(maxsplit=3)
+        assert sealed in ("true", "false"), line
+        listed[name] = (int(start), int(length), sealed == "true")
+    return listed
+
+
+async def wait_until(condition: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await condition():
+            return True
+        await asyncio.sleep(0.01)
+    return await condition()
