@@ -34,6 +34,19 @@ class SegmentTimeIndex:
         # When the latest append was made (-1: none yet).
         self.last_time_ms = -1
 
+    @classmethod
+    def of(cls, entries: list[TimeIndexEntry]) -> SegmentTimeIndex:
+        """An index holding ``entries`` (in order, as a sidecar gives them), for lookups."""
+        index = cls()
+        index.offsets.extend(e.offset for e in entries)
+        index.times.extend(e.time_ms for e in entries)
+        if entries:
+            index.last_entry_offset, index.last_time_ms = entries[-1]
+        return index
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
     def record(self, offset: int, end: int, time_ms: int, interval: int) -> None:
         """An append of ``[offset, end)`` was made at ``time_ms``. It gets an entry if it would
         end more than an interval past the latest entry: so entries are at most an interval

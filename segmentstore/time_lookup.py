@@ -4,8 +4,9 @@ in-memory tail (:mod:`segmentstore.time_index`) and the Tier 2 sidecars (:mod:`t
 Times never decrease along a segment (merged chunks are re-stamped with the merge's time), so
 "the latest boundary made before T" is a binary search: over the chunks by the time of their
 first entry, then inside one chunk. A chunk with no entry (the middle of one large append) is
-skipped. Sidecars read from Tier 2 are kept in a small LRU, keyed by chunk key, start and length,
-so that a chunk that grew or moved (a merge) is read again.
+skipped. Sidecars read from Tier 2 are kept in a small LRU as :class:`SegmentTimeIndex` objects
+(the same lookups as the tail's), keyed by segment, chunk key, start and length, so that a chunk
+that grew or moved (a merge) is read again.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -25,23 +25,7 @@ from tier2 import ChunkInfo, ChunkStorage, ManifestStore, TimeIndexEntry, read_t
 _CACHED_SIDECARS = 256
 
 
-class _ChunkEntries:
-    """One sidecar's entries as two arrays, so that a lookup bisects without building lists."""
-
-    __slots__ = ("offsets", "times")
-
-    def __init__(self, entries: list[TimeIndexEntry]) -> None:
-        self.offsets = array("q", (e.offset for e in entries))
-        self.times = array("q", (e.time_ms for e in entries))
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def entry(self, i: int) -> TimeIndexEntry:
-        return TimeIndexEntry(self.offsets[i], self.times[i])
-
-
-_EntriesOf = Callable[[ChunkInfo], _ChunkEntries]
+_EntriesOf = Callable[[ChunkInfo], SegmentTimeIndex]
 _Search = Callable[[Sequence[ChunkInfo], _EntriesOf, int], TimeIndexEntry | None]
 
 
@@ -54,7 +38,7 @@ class TimeLookup:
         self._storage = storage
         self._index_of = index_of  # a segment's in-memory (Tier 1 tail) index
         self._manifests = ManifestStore(storage)
-        self._sidecars: OrderedDict[tuple[str, str, int, int], _ChunkEntries] = OrderedDict()
+        self._sidecars: OrderedDict[tuple[str, str, int, int], SegmentTimeIndex] = OrderedDict()
         self._lock = threading.Lock()  # lookups run in several worker threads at once
 
     async def offset_at(self, segment: SegmentMetadata, time_ms: int) -> int:
@@ -106,7 +90,7 @@ class TimeLookup:
             return None
         return search(loaded[0].chunks, functools.partial(self._entries, name), key)
 
-    def _entries(self, name: str, chunk: ChunkInfo) -> _ChunkEntries:
+    def _entries(self, name: str, chunk: ChunkInfo) -> SegmentTimeIndex:
         # The name too: a merge into an empty target adopts chunks at the same offsets, with
         # their times rewritten.
         cache_key = (name, chunk.key, chunk.start_offset, chunk.length)
@@ -115,7 +99,7 @@ class TimeLookup:
             if entries is not None:
                 self._sidecars.move_to_end(cache_key)
                 return entries
-        entries = _ChunkEntries(read_time_index(self._storage, chunk))
+        entries = SegmentTimeIndex.of(read_time_index(self._storage, chunk))
         with self._lock:
             self._sidecars[cache_key] = entries
             if len(self._sidecars) > _CACHED_SIDECARS:
@@ -137,7 +121,7 @@ def _last_before_time(
     """The latest entry made before ``time_ms``: binary search over the chunks by the time
     of their first entry (chunks without entries are stepped over)."""
     low, high = 0, len(chunks)
-    best: _ChunkEntries | None = None
+    best: SegmentTimeIndex | None = None
     while low < high:
         middle = (low + high) // 2
         j = middle
@@ -153,7 +137,7 @@ def _last_before_time(
             high = middle
     if best is None:
         return None
-    return best.entry(bisect_left(best.times, time_ms) - 1)
+    return best.last_before_time(time_ms)
 
 
 def _last_at_or_below(
@@ -162,17 +146,16 @@ def _last_at_or_below(
     """The latest entry at or below ``offset``, looking back from the chunk that holds it."""
     i = bisect_right(chunks, offset, key=lambda c: c.start_offset) - 1
     while i >= 0:
-        entries = entries_of(chunks[i])
-        j = bisect_right(entries.offsets, offset) - 1
-        if j >= 0:
-            return entries.entry(j)
+        entry = entries_of(chunks[i]).last_at_or_below(offset)
+        if entry is not None:
+            return entry
         i -= 1
     return None
 
 
 def _first(chunks: Sequence[ChunkInfo], entries_of: _EntriesOf, _: int) -> TimeIndexEntry | None:
     for chunk in chunks:
-        entries = entries_of(chunk)
-        if entries:
-            return entries.entry(0)
+        entry = entries_of(chunk).first()
+        if entry is not None:
+            return entry
     return None
