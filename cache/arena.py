@@ -17,6 +17,10 @@ from array import array
 
 Run = tuple[int, int]
 
+# Buffers are populated (their pages faulted in) when mapped, in one go: otherwise the first
+# write to each 4 KiB page of a new buffer traps into the kernel on the append path.
+_MAP_FLAGS = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
+
 
 class BlockArena:
     """Allocates and frees blocks; knows nothing of entries. Not thread-safe."""
@@ -96,7 +100,7 @@ class BlockArena:
             raise AssertionError("BlockArena.allocate called past max_blocks")
         while self._mapped_blocks < first + blocks:
             count = min(self.blocks_per_buffer, self.max_blocks - self._mapped_blocks)
-            buffer = mmap.mmap(-1, count * self.block_bytes, flags=mmap.MAP_PRIVATE)
+            buffer = mmap.mmap(-1, count * self.block_bytes, flags=_MAP_FLAGS)
             self._buffers.append(buffer)
             view = memoryview(buffer)
             self.writable.append(view)

@@ -32,6 +32,9 @@ class CacheManager:
         self._reserved = 0
         self._sources: list[IndexSource] = []
         self._room: asyncio.Future[None] | None = None
+        # Fixed for the cache's life; read on every append.
+        self._block_bytes = cache.block_bytes
+        self._max_bytes = cache.max_bytes
 
     def register(self, source: IndexSource) -> None:
         """Add a container's read indexes to those that eviction looks through."""
@@ -55,9 +58,8 @@ class CacheManager:
 
     def try_reserve(self, payload_bytes: int) -> int | None:
         """:meth:`reserve` if there is room now (the common case, with no coroutine)."""
-        cache = self.cache
-        size = payload_bytes + cache.block_bytes
-        if cache.used_bytes + self._reserved + size > cache.max_bytes:
+        size = payload_bytes + self._block_bytes
+        if self.cache.used_bytes + self._reserved + size > self._max_bytes:
             return None
         self._reserved += size
         return size

@@ -56,7 +56,6 @@ class CommitEffects:
         # in their place, after the appends before them.
         runs: dict[int, list[AppendOperation]] = {}
         for op in ops:
-            op.apply(metadata)
             if type(op) is AppendOperation:
                 run = runs.get(op.segment_id)
                 if run is None:
@@ -67,6 +66,7 @@ class CommitEffects:
                 if runs:
                     self._apply_appends(runs, metadata)
                     runs = {}
+                op.apply(metadata)
                 self._apply(op, metadata)
         if runs:
             self._apply_appends(runs, metadata)
@@ -74,11 +74,17 @@ class CommitEffects:
     def _apply_appends(
         self, runs: dict[int, list[AppendOperation]], metadata: ContainerMetadata
     ) -> None:
-        """Like :meth:`_apply` for appends; each run is one segment's consecutive appends."""
+        """Apply and reflect appends; each run is one segment's consecutive appends. Runs of
+        different segments commute, except that the container's sequence must end at the
+        last append's, whichever run holds it."""
+        last = 0
         for segment_id, run in runs.items():
+            AppendOperation.apply_run(metadata, run)
             first = run[0]
             data = first.data if len(run) == 1 else b"".join([op.data for op in run])
             self._appended(segment_id, first.offset, data, first.sequence, metadata)
+            last = max(last, run[-1].sequence)
+        metadata.sequence = last
 
     def _appended(
         self,

@@ -5,8 +5,9 @@ one or more consecutive entries: the first has FIRST set, the last has LAST set,
 larger than a frame spans several. Integrity (checksum, torn-tail detection) is the Tier 1
 record's job; a frame is exactly one record.
 
-Small operations are copied into one buffer with their entry header (one iovec each); large
-payloads are referenced, not copied, all the way to ``writev``.
+Consecutive small operations are copied, with their entry headers, into one buffer per frame
+(one iovec, one checksum pass); large payloads are referenced, not copied, all the way to
+``writev``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ _VERSION = struct.Struct("<B")
 _ENTRY = struct.Struct("<IB")
 FIRST = 1
 LAST = 2
+_WHOLE = FIRST | LAST
 _COPY_BELOW = 16 * 1024  # operations smaller than this are joined into one buffer
 _MIN_USEFUL_ROOM = 64  # do not start an entry in a frame with less room than this
 
@@ -37,6 +39,15 @@ class Frame:
     size: int = _VERSION.size
     # Operations whose first byte is in this frame (they learn its address once durable).
     starts: list[Operation] = field(default_factory=list)
+    # Small entries' pieces not yet joined into one part: joined once, when the frame is
+    # done or a large piece follows, so Tier 1 checksums and writes one buffer for them, and
+    # each byte is copied once (growing a buffer per entry would copy it many times).
+    pending: list[Buffer] = field(default_factory=list)
+
+    def join_pending(self) -> None:
+        if self.pending:
+            self.parts.append(b"".join(self.pending))
+            self.pending = []
 
 
 class DataFrameBuilder:
@@ -48,20 +59,22 @@ class DataFrameBuilder:
         self._current: Frame | None = None
 
     def add(self, op: Operation) -> None:
+        # Once per operation: kept to few attribute lookups and no inner loop when it can be.
         parts = op.encode()
-        total = 0
-        for part in parts:
-            total += len(part)
+        total = len(parts[0]) + len(parts[1]) if len(parts) == 2 else sum(map(len, parts))
         frame = self._current
-        if frame is None or self._max - frame.size - _ENTRY.size < _MIN_USEFUL_ROOM:
+        if frame is None or self._max - frame.size < _ENTRY.size + _MIN_USEFUL_ROOM:
             frame = self._new_frame()
         frame.starts.append(op)
-        if total < _COPY_BELOW and total <= self._max - frame.size - _ENTRY.size:
-            # The common small append: one buffer for entry header and operation.
-            entry = b"".join((_ENTRY.pack(total, FIRST | LAST), *parts))
-            frame.parts.append(entry)
-            frame.size += len(entry)
+        size = frame.size + _ENTRY.size + total
+        if total < _COPY_BELOW and size <= self._max:
+            # The common small append: its pieces wait to be joined with the frame's others.
+            pending = frame.pending
+            pending.append(_ENTRY.pack(total, _WHOLE))
+            pending += parts
+            frame.size = size
             return
+        frame.join_pending()
         self._add_spanning(frame, parts, total)
 
     def _add_spanning(self, frame: Frame, parts: list[Buffer], total: int) -> None:
@@ -93,12 +106,16 @@ class DataFrameBuilder:
             frame = self._new_frame()
 
     def _new_frame(self) -> Frame:
+        if self._current is not None:
+            self._current.join_pending()
         self._current = Frame()
         self._frames.append(self._current)
         return self._current
 
     def take_frames(self) -> list[Frame]:
         """Every frame built so far; the builder starts afresh."""
+        if self._current is not None:
+            self._current.join_pending()
         frames, self._frames, self._current = self._frames, [], None
         return frames
 

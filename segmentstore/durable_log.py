@@ -27,7 +27,7 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from segmentstore.data_frame import DataFrameBuilder, Frame
@@ -54,7 +54,6 @@ class _Window:
     bytes: int = 0
     # Filled by the processor:
     written: list[Operation] = field(default_factory=list)
-    refused: list[tuple[Operation, SegmentStoreError]] = field(default_factory=list)
     frames_needed: int = 0  # durable frame count at which the whole window is durable
 
 
@@ -77,6 +76,9 @@ class DurableLog:
         self._needed_sequence = needed_sequence
         self._on_failure = on_failure
         self._builder = DataFrameBuilder(settings.max_frame_bytes)
+        # Read on every append.
+        self._max_in_flight_bytes = settings.max_in_flight_bytes
+        self._batch_seal_bytes = settings.batch_seal_bytes
         self._queue: list[_Window] = []
         self._open: _Window | None = None
         self._in_flight: deque[_Window] = deque()
@@ -119,15 +121,16 @@ class DurableLog:
     async def process(self, op: Operation, size: int = 0) -> None:
         """Enqueue ``op`` and return once it is durable and applied; raise if it was refused.
         ``size`` is an append's payload size (back-pressure counts it)."""
-        if self._in_flight_bytes + size > self._settings.max_in_flight_bytes:
-            await self._wait_for_space(size)
-        window = self.enqueue(op, size)
-        await window.future
-        for refused, error in window.refused:
-            if refused is op:
-                raise error
+        await self.submit(op, size)
+        if op.refusal is not None:
+            raise op.refusal
 
-    def enqueue(self, op: Operation, size: int = 0) -> _Window:
+    def submit(self, op: Operation, size: int = 0) -> Awaitable[None]:
+        """:meth:`process` without its last step, for the append path (one coroutine less per
+        append): the awaitable completes once ``op`` is durable and applied, or refused with
+        ``op.refusal`` set."""
+        if self._in_flight_bytes + size > self._max_in_flight_bytes:
+            return self._submit_when_room(op, size)
         if self._failure is not None or self._closing:
             raise self._unavailable()
         window = self._open
@@ -139,11 +142,15 @@ class DurableLog:
         window.ops.append(op)
         window.bytes += size
         self._in_flight_bytes += size
-        if window.bytes >= self._settings.batch_seal_bytes:
+        if window.bytes >= self._batch_seal_bytes:
             # Hand a full window to Tier 1 now rather than at the end of the loop iteration:
             # its write and fsync then overlap the Python work of the next window.
             self._drain()
-        return window
+        return window.future
+
+    async def _submit_when_room(self, op: Operation, size: int) -> None:
+        await self._wait_for_space(size)
+        await self.submit(op, size)
 
     async def checkpoint(self) -> None:
         """Write a metadata checkpoint now and wait until it is durable."""
@@ -192,7 +199,7 @@ class DurableLog:
                 try:
                     written = op.prepare(accepted)
                 except SegmentStoreError as error:
-                    window.refused.append((op, error))
+                    op.refusal = error
                     continue
                 if written:
                     builder.add(op)

@@ -24,6 +24,7 @@ from segmentstore.errors import (
     BadOffsetError,
     SegmentNotFoundError,
     SegmentSealedError,
+    SegmentStoreError,
 )
 from segmentstore.metadata import ContainerMetadata, SegmentMetadata
 
@@ -46,12 +47,15 @@ class Kind(IntEnum):
     RETENTION = 9
 
 
+_APPEND_KIND = int(Kind.APPEND)  # a plain int: an enum member costs a lookup on every append
+
+
 class LogReplayError(Exception):
     """A replayed operation does not fit the metadata it is applied to: the log is inconsistent."""
 
 
 class Operation:
-    __slots__ = ("address", "sequence", "time_ms")
+    __slots__ = ("address", "refusal", "sequence", "time_ms")
     kind: ClassVar[Kind]
 
     def __init__(self) -> None:
@@ -59,6 +63,8 @@ class Operation:
         self.time_ms = 0
         # Tier 1 address of the frame holding this operation's first byte, once durable.
         self.address = -1
+        # Why the processor refused it (prepare raised), if it did.
+        self.refusal: SegmentStoreError | None = None
 
     def prepare(self, metadata: ContainerMetadata) -> bool:
         """Validate against accepted metadata and fill in derived fields.
@@ -159,6 +165,7 @@ class AppendOperation(Operation):
         self.sequence = 0
         self.time_ms = 0
         self.address = -1
+        self.refusal = None
         self.name = name
         self.data = data
         self.expected_offset = expected_offset
@@ -187,7 +194,7 @@ class AppendOperation(Operation):
             raise BadOffsetError(self.name, self.expected_offset, segment.length)
         self.segment_id = segment.id
         self.offset = segment.length
-        self.apply(metadata)
+        self._change(metadata, segment)
         return True
 
     def apply(self, metadata: ContainerMetadata) -> None:
@@ -197,6 +204,9 @@ class AppendOperation(Operation):
                 f"append at {self.offset} does not fit segment id {self.segment_id}"
                 f" of length {None if segment is None else segment.length}"
             )
+        self._change(metadata, segment)
+
+    def _change(self, metadata: ContainerMetadata, segment: SegmentMetadata) -> None:
         metadata.sequence = self.sequence
         segment.length = self.length_after = self.offset + len(self.data)
         segment.last_modified_ms = self.time_ms
@@ -205,18 +215,43 @@ class AppendOperation(Operation):
                 self.offset, self.length_after, self.time_ms, metadata.time_index_interval
             )
         if self.writer_id is not None:
-            assert self.writer_seq is not None
-            segment.writers[self.writer_id] = self.writer_seq
+            segment.writers[self.writer_id] = self.writer_seq  # type: ignore[assignment]
+
+    @staticmethod
+    def apply_run(metadata: ContainerMetadata, run: list[AppendOperation]) -> None:
+        """``apply`` of each of ``run``, consecutive appends to one segment, in one pass
+        (commit applies a window's appends per segment; this is its per-append cost)."""
+        first = run[0]
+        segment = metadata.by_id.get(first.segment_id)
+        if segment is None or len(run) == 1 or metadata.keeps_time_index:
+            for op in run:
+                op.apply(metadata)
+            return
+        length = segment.length
+        writers = segment.writers
+        for op in run:
+            if op.offset != length:
+                raise LogReplayError(
+                    f"append at {op.offset} does not fit segment id {op.segment_id}"
+                    f" of length {length}"
+                )
+            length = op.length_after = length + len(op.data)
+            if op.writer_id is not None:
+                writers[op.writer_id] = op.writer_seq  # type: ignore[assignment]
+        last = run[-1]
+        segment.length = length
+        segment.last_modified_ms = last.time_ms
+        metadata.sequence = last.sequence
 
     def encode(self) -> list[Buffer]:
         if self.writer_id is None:
             header = _APPEND_HEADER.pack(
-                Kind.APPEND, self.sequence, self.segment_id, self.offset, self.time_ms, -1, 0
+                _APPEND_KIND, self.sequence, self.segment_id, self.offset, self.time_ms, -1, 0
             )
             return [header, self.data]
         writer = self.writer_id.encode()
         header = _APPEND_HEADER.pack(
-            Kind.APPEND,
+            _APPEND_KIND,
             self.sequence,
             self.segment_id,
             self.offset,

@@ -40,7 +40,7 @@ class SegmentInfo:
         return asdict(self)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per append, and a frozen init costs 3x
 class AppendResult:
     """``offset`` is where the bytes start (None for an exactly-once duplicate); ``length`` is
     the segment's length after them (the current length for a duplicate)."""

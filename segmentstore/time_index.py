@@ -51,9 +51,12 @@ class SegmentTimeIndex:
         """An append of ``[offset, end)`` was made at ``time_ms``. It gets an entry if it would
         end more than an interval past the latest entry: so entries are at most an interval
         apart, or one append apart where a single append is larger than that."""
-        time_ms = max(time_ms, self.last_time_ms)
-        self.last_time_ms = time_ms
-        if self.last_entry_offset < 0 or end - self.last_entry_offset > interval:
+        # Runs once per append: plain comparisons rather than max() calls.
+        if time_ms < self.last_time_ms:
+            time_ms = self.last_time_ms
+        else:
+            self.last_time_ms = time_ms
+        if end - self.last_entry_offset > interval or self.last_entry_offset < 0:
             self.add(offset, time_ms)
 
     def add(self, offset: int, time_ms: int) -> None:
