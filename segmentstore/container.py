@@ -49,7 +49,7 @@ from segmentstore.tier2_reads import Tier2Reads
 from segmentstore.time_index import SegmentTimeIndex
 from segmentstore.time_lookup import TimeLookup
 from tier1 import DataLogError, DurableDataLog
-from tier2 import Tier2Error, TimeIndexEntry
+from tier2 import Tier2Error
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ class SegmentContainer:
                 segment.time_index.forget_below(segment.storage_length)
         self._effects.storage_advanced(segment_id, storage_length)
 
-    def time_index_entries(self, segment_id: int, start: int, end: int) -> list[TimeIndexEntry]:
+    def time_index_entries(self, segment_id: int, start: int, end: int) -> list[tuple[int, int]]:
         segment = self._durable.by_id.get(segment_id)
         return [] if segment is None else self._time_index_of(segment).between(start, end)
 

@@ -54,6 +54,7 @@ class _Window:
     bytes: int = 0
     # Filled by the processor:
     written: list[Operation] = field(default_factory=list)
+    checkpoints: list[CheckpointOperation] = field(default_factory=list)  # among the written
     frames_needed: int = 0  # durable frame count at which the whole window is durable
 
 
@@ -204,6 +205,8 @@ class DurableLog:
                 if written:
                     builder.add(op)
                     window.written.append(op)
+                    if type(op) is CheckpointOperation:
+                        window.checkpoints.append(op)
             frames = builder.take_frames()
             for frame in frames:
                 self._submit(frame)
@@ -253,10 +256,9 @@ class DurableLog:
                 self._fail(error)
                 return
             self._in_flight_bytes -= window.bytes
-            for op in window.written:
-                if isinstance(op, CheckpointOperation):
-                    self._durable_checkpoints.append((op.sequence, op.address))
-                    checkpointed = True
+            for checkpoint in window.checkpoints:
+                self._durable_checkpoints.append((checkpoint.sequence, checkpoint.address))
+                checkpointed = True
             if not window.future.done():
                 window.future.set_result(None)
         if self._space is not None and not self._space.done():

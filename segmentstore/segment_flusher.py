@@ -20,7 +20,6 @@ from tier2 import (
     ChunkStorage,
     ManifestStore,
     SegmentManifest,
-    TimeIndexEntry,
     chunk_key,
     read_time_index,
     time_index_key,
@@ -121,7 +120,7 @@ class SegmentFlusher:
         offset: int,
         parts: Sequence[Buffer],
         length: int,
-        entries: Sequence[TimeIndexEntry] = (),
+        entries: Sequence[tuple[int, int]] = (),
     ) -> None:
         """Put ``length`` bytes at ``offset`` (== storage_length) into a chunk, and their time
         index ``entries`` into its sidecar, then the manifest. ``length`` must fit in
@@ -156,7 +155,7 @@ class SegmentFlusher:
             raise
 
     def _write_index(
-        self, chunk: ChunkInfo, entries: Sequence[TimeIndexEntry], index_size: int | None
+        self, chunk: ChunkInfo, entries: Sequence[tuple[int, int]], index_size: int | None
     ) -> int | None:
         """Add ``entries`` to the sidecar of ``chunk``; its new size."""
         if not entries:

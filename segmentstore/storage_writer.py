@@ -37,7 +37,6 @@ from tier2 import (
     ManifestConflictError,
     ManifestStore,
     Tier2UnavailableError,
-    TimeIndexEntry,
 )
 
 log = logging.getLogger(__name__)
@@ -61,7 +60,9 @@ class WriterHost(Protocol):
 
     def storage_advanced(self, segment_id: int, storage_length: int) -> None: ...
 
-    def time_index_entries(self, segment_id: int, start: int, end: int) -> list[TimeIndexEntry]: ...
+    def time_index_entries(
+        self, segment_id: int, start: int, end: int
+    ) -> list[tuple[int, int]]: ...
 
     def sealed_in_storage(self, segment_id: int) -> None: ...
 

@@ -76,11 +76,12 @@ class SegmentTimeIndex:
             del self.offsets[:cut]
             del self.times[:cut]
 
-    def between(self, start: int, end: int) -> list[TimeIndexEntry]:
-        """The entries in ``[start, end)``, in offset order."""
+    def between(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The entries in ``[start, end)``, in offset order, as ``(offset, time_ms)``."""
         low = bisect_left(self.offsets, start)
         high = bisect_left(self.offsets, end, lo=low)
-        return [TimeIndexEntry(self.offsets[i], self.times[i]) for i in range(low, high)]
+        # Plain tuples, zipped in C: the Storage Writer asks for every entry it flushes.
+        return list(zip(self.offsets[low:high], self.times[low:high], strict=True))
 
     def first(self) -> TimeIndexEntry | None:
         return TimeIndexEntry(self.offsets[0], self.times[0]) if self.offsets else None

@@ -39,11 +39,12 @@ class TimeIndexEntry(NamedTuple):
     time_ms: int
 
 
-def encode_entries(chunk_start: int, entries: Iterable[TimeIndexEntry], *, first: bool) -> bytes:
-    """Sidecar bytes for ``entries`` (segment offsets in the chunk that starts at
-    ``chunk_start``); ``first`` adds the magic that begins a sidecar."""
+def encode_entries(chunk_start: int, entries: Iterable[tuple[int, int]], *, first: bool) -> bytes:
+    """Sidecar bytes for ``entries``, ``(offset, time_ms)`` pairs such as
+    :class:`TimeIndexEntry` (segment offsets in the chunk that starts at ``chunk_start``);
+    ``first`` adds the magic that begins a sidecar."""
     pack = ENTRY.pack
-    body = b"".join(pack(e.offset - chunk_start, e.time_ms) for e in entries)
+    body = b"".join([pack(offset - chunk_start, time_ms) for offset, time_ms in entries])
     return MAGIC + body if first else body
 
 
