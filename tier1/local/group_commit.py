@@ -13,6 +13,12 @@ every record written before it began. Hand-offs use a ``threading.Condition`` an
 is one ``loop.call_soon_threadsafe`` per sync, because going through the default executor costs
 several times more loop time per round trip.
 
+A shortcut: when the writer thread is parked with nothing queued, the event loop writes a small
+record itself (the ``writev`` into the page cache takes tens of microseconds), because a woken
+thread must first get the GIL from the busy loop, which costs more than the write. The loop is
+then the writer: the thread stays parked until the loop queues it something. Rolls and large
+records always go through the thread.
+
 Failure: the first OSError of a write, roll or fdatasync fails the futures of every record not
 yet durable, and every later append fails at once until the log is reopened.
 """
@@ -38,6 +44,8 @@ IOV_MAX = 1024
 # The writer hands a piece to the syncer at least every FLUSH_BYTES, so that with large
 # records the fdatasync of one piece overlaps the write of the next.
 FLUSH_BYTES = 2 * 1024 * 1024
+# Records up to this size are written by the event loop itself when the writer thread is idle.
+INLINE_MAX_BYTES = 256 * 1024
 
 # (address, payload length, payload parts) of a record waiting for the writer.
 _Queued = tuple[int, int, tuple[Buffer, ...]]
@@ -167,13 +175,29 @@ class GroupCommit:
         self._next_address = end
         future = self._create_future()
         self._inflight.append((end, future, address))
+        record = (address, length, parts)
         with self._lock:
-            self._pending.append((address, length, parts))
-            if self._writer_idle:
-                # Cleared here, not by the writer: until the woken writer gets the GIL, every
-                # append would otherwise call notify() again, for nothing.
-                self._writer_idle = False
-                self._work.notify()
+            # The writer is parked with nothing queued, and only this thread wakes it: then
+            # this thread may act as the writer. A small record is written here at once,
+            # instead of waiting for the woken writer to get the GIL from a busy loop (the
+            # largest part of a small append's latency). Large records and rolls, which
+            # fdatasync, stay on the writer thread.
+            inline = (
+                self._writer_idle
+                and not self._pending
+                and self._error is None
+                and length <= INLINE_MAX_BYTES
+                and not self._roll_due()
+            )
+            if not inline:
+                self._pending.append(record)
+                if self._writer_idle:
+                    # Cleared here, not by the writer: until the woken writer gets the GIL,
+                    # every append would otherwise call notify() again, for nothing.
+                    self._writer_idle = False
+                    self._work.notify()
+                return future
+        self._write_or_fail([record])
         return future
 
     async def drain(self) -> None:
@@ -227,18 +251,34 @@ class GroupCommit:
     # -- writer thread -----------------------------------------------------------------------
 
     def _run_writer(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._writer_stopping and self._error is None:
+                    self._writer_idle = True
+                    self._work.wait()
+                self._writer_idle = False
+                if self._error is not None or not self._pending:
+                    return
+                batch = self._pending
+                self._pending = []
+            if not self._write_or_fail(batch):
+                return
+
+    def _roll_due(self) -> bool:
+        """Whether the next record starts a new file (writer state: call as the writer)."""
+        file_size = self._write_end - self._file_base
+        if file_size >= self._segment_bytes:
+            return True
+        started = self._file_started
+        return (
+            file_size > 0 and started is not None and time.monotonic() - started >= self._segment_s
+        )
+
+    def _write_or_fail(self, batch: list[_Queued]) -> bool:
+        """Write ``batch`` (as the writer); on failure fail the log and return False."""
         try:
-            while True:
-                with self._lock:
-                    while not self._pending and not self._writer_stopping and self._error is None:
-                        self._writer_idle = True
-                        self._work.wait()
-                    self._writer_idle = False
-                    if self._error is not None or not self._pending:
-                        return
-                    batch = self._pending
-                    self._pending = []
-                self._write(batch)
+            self._write(batch)
+            return True
         except _RollSyncError as e:
             self._fail(e.error, final_sync_allowed=False)
         except OSError as e:
@@ -247,7 +287,8 @@ class GroupCommit:
             self._fail(self._error_from("write", e), final_sync_allowed=True)
         except BaseException as e:
             # A bug must not leave futures pending forever.
-            self._fail(DataLogWriteError(f"writer thread died: {e!r}"), final_sync_allowed=False)
+            self._fail(DataLogWriteError(f"writer died: {e!r}"), final_sync_allowed=False)
+        return False
 
     def _write(self, batch: list[_Queued]) -> None:
         end = self._write_end
