@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     append.add_argument("--dir", default=None, help="where to write (default: temp dir)")
     append.add_argument("--json", default=None, help="also write the results here")
     append.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
+    append.add_argument(
+        "--rounds", type=int, default=3, help="store and raw alternate; medians are reported"
+    )
     writer = benches.add_parser("writer", help="sustained ingest flushing to Tier 2 vs raw")
     writer.add_argument("--seconds", type=float, default=20.0)
     writer.add_argument("--writers", type=int, default=16)
@@ -268,7 +271,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from segmentstore.bench import append
 
         append.run(
-            args.sizes, args.writers, args.seconds, args.segments, args.dir, args.json, args.loop
+            args.sizes,
+            args.writers,
+            args.seconds,
+            args.segments,
+            args.dir,
+            args.json,
+            args.loop,
+            args.rounds,
         )
         return 0
     if args.command == "bench" and args.bench == "writer":

@@ -3,8 +3,10 @@
 For each payload size and writer count it runs the store for a fixed time (every append
 awaited, so every figure is of acknowledged, fsynced data), then, in the same run and on the
 same disk, a raw loop of ``os.write`` + ``os.fdatasync`` of the same records in groups, and
-reports the ratio store / raw. It runs on uvloop, as ``segmentstore serve`` does (``--loop
-asyncio`` for the standard loop). The machines are noisy; compare ratios, not absolutes.
+reports the ratio store / raw. Store and raw alternate for ``rounds`` rounds; the table gives
+medians, with the store's slowest and fastest round. It runs on uvloop, as ``segmentstore
+serve`` does (``--loop asyncio`` for the standard loop). The machines are noisy; compare
+ratios, not absolutes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -96,36 +99,49 @@ def run(
     directory: str | None,
     json_path: str | None,
     loop: str = "uvloop",
+    rounds: int = 3,
 ) -> list[dict[str, Any]]:
     base = Path(tempfile.mkdtemp(prefix="bench-append-", dir=directory))
     rows: list[dict[str, Any]] = []
     try:
         for size in sizes:
             for writers in writer_counts:
-                case = base / f"{size}-{writers}"
-                case.mkdir()
-                print(f"... {size} B x {writers} writers: store", flush=True)
-                store = run_loop(
-                    run_store(case, size, writers, min(segments, writers), seconds), loop
-                )
                 # The raw loop groups as the store can: as many records as there are writers,
                 # up to 4 MiB per fdatasync.
                 group = max(1, min(writers, (4 * MiB) // size))
-                print(f"... {size} B x {writers} writers: raw, {group} per fdatasync", flush=True)
-                raw = raw_grouped_fdatasync(case, size, group, seconds)
-                shutil.rmtree(case)
+                stores: list[dict[str, float]] = []
+                raws: list[float] = []
+                # Store and raw alternate, round after round: the machines drift by tens of
+                # percent over minutes, and each figure is the median of its rounds.
+                for round_ in range(1, rounds + 1):
+                    case = base / f"{size}-{writers}-{round_}"
+                    case.mkdir()
+                    label = f"... {size} B x {writers} writers, round {round_}/{rounds}"
+                    print(f"{label}: store", flush=True)
+                    stores.append(
+                        run_loop(
+                            run_store(case, size, writers, min(segments, writers), seconds), loop
+                        )
+                    )
+                    print(f"{label}: raw, {group} per fdatasync", flush=True)
+                    raws.append(raw_grouped_fdatasync(case, size, group, seconds))
+                    shutil.rmtree(case)
+                appends = statistics.median(s["appends_per_s"] for s in stores)
+                raw = statistics.median(raws)
                 rows.append(
                     {
                         "size_bytes": size,
                         "writers": writers,
-                        "appends_per_s": store["appends_per_s"],
-                        "mb_per_s": store["appends_per_s"] * size / 1e6,
-                        "p50_ms": store["p50_ms"],
-                        "p99_ms": store["p99_ms"],
+                        "appends_per_s": appends,
+                        "appends_per_s_min": min(s["appends_per_s"] for s in stores),
+                        "appends_per_s_max": max(s["appends_per_s"] for s in stores),
+                        "mb_per_s": appends * size / 1e6,
+                        "p50_ms": statistics.median(s["p50_ms"] for s in stores),
+                        "p99_ms": statistics.median(s["p99_ms"] for s in stores),
                         "raw_group": group,
                         "raw_records_per_s": raw,
                         "raw_mb_per_s": raw * size / 1e6,
-                        "ratio": store["appends_per_s"] / raw,
+                        "ratio": appends / raw,
                     }
                 )
     finally:
@@ -137,6 +153,8 @@ def run(
             ("size_bytes", "size", "d"),
             ("writers", "writers", "d"),
             ("appends_per_s", "appends/s", ",.0f"),
+            ("appends_per_s_min", "min", ",.0f"),
+            ("appends_per_s_max", "max", ",.0f"),
             ("mb_per_s", "MB/s", ".1f"),
             ("p50_ms", "p50 ms", ".2f"),
             ("p99_ms", "p99 ms", ".2f"),
