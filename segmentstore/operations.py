@@ -207,13 +207,13 @@ class AppendOperation(Operation):
         self._change(metadata, segment)
 
     def _change(self, metadata: ContainerMetadata, segment: SegmentMetadata) -> None:
+        offset = self.offset
+        time_ms = self.time_ms
         metadata.sequence = self.sequence
-        segment.length = self.length_after = self.offset + len(self.data)
-        segment.last_modified_ms = self.time_ms
+        segment.length = self.length_after = end = offset + len(self.data)
+        segment.last_modified_ms = time_ms
         if metadata.keeps_time_index:
-            segment.time_index.record(
-                self.offset, self.length_after, self.time_ms, metadata.time_index_interval
-            )
+            segment.time_index.record(offset, end, time_ms, metadata.time_index_interval)
         if self.writer_id is not None:
             segment.writers[self.writer_id] = self.writer_seq  # type: ignore[assignment]
 

@@ -261,7 +261,8 @@ class SegmentStore:
             if not 0 < len(writer_id) <= 256:
                 raise InvalidArgumentError("writer_id must be 1 to 256 characters")
             _non_negative("writer_seq", writer_seq)
-        return self._for(name).append(name, data, expected_offset, writer_id, writer_seq)
+        container = self.containers[_route(name, self._count)]  # _for, inlined
+        return container.append(name, data, expected_offset, writer_id, writer_seq)
 
     async def read(
         self, name: str, offset: int, max_length: int | None = None, wait_ms: int = 0

@@ -23,13 +23,16 @@ from tier1 import (
     LocalDurableDataLog,
     LogRecord,
 )
+from tier1.local import group_commit
 from tier1.local.record import HEADER_SIZE
+from tier1.log import Buffer
 
 if TYPE_CHECKING:
     from conftest import LocalHarness
 
 from .local_log_helpers import (
     REPO,
+    log_files,
     payloads,
     read_all,
     run_python,
@@ -201,6 +204,38 @@ async def test_records_and_batches_beyond_iov_max(tmp_path: Path) -> None:
     assert records[0] == LogRecord(addresses[0], b"".join(parts))
     assert [r.data for r in records[1:]] == many
     await log.close()
+
+
+async def test_loop_written_and_thread_written_records_keep_their_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small records are written by the event loop while the writer thread is parked; large
+    # ones and rolls go to the thread, and whatever is queued behind them waits its turn.
+    writers: set[str] = set()
+    real_writev_all = group_commit.writev_all
+
+    def watched_writev_all(fd: int, buffers: list[Buffer], nbytes: int) -> None:
+        writers.add(threading.current_thread().name)
+        real_writev_all(fd, buffers, nbytes)
+
+    monkeypatch.setattr(group_commit, "writev_all", watched_writev_all)
+    log = LocalDurableDataLog(tmp_path, segment_bytes=2 * 1024 * 1024)
+    await log.open()
+    large = group_commit.INLINE_MAX_BYTES + 1
+    data = [bytes([i % 256]) * (large if i % 7 == 3 else 100 + i) for i in range(120)]
+    addresses: list[int] = []
+    for start in range(0, len(data), 10):  # bursts, awaited: the writer parks in between
+        addresses += await asyncio.gather(*(log.append([d]) for d in data[start : start + 10]))
+    assert addresses == sorted(addresses)
+    assert writers == {threading.main_thread().name, "tier1-writer"}
+    assert len(log_files(tmp_path)) > 1  # rolls happened too
+    await log.close()
+
+    reopened = LocalDurableDataLog(tmp_path)
+    await reopened.open()
+    records = await read_all(reopened)
+    assert [(r.address, r.data) for r in records] == list(zip(addresses, data, strict=True))
+    await reopened.close()
 
 
 async def test_the_parts_sequence_may_be_reused_at_once(tmp_path: Path) -> None:
