@@ -28,12 +28,10 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -42,48 +40,13 @@ from tier2 import SegmentReader, open_chunk_storage
 
 from .crash_writer import RecordError, decode_record
 from .flush_writer import STORE_OPTIONS, segment_names
+from .victim_output import Ack, VictimOutput
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 6
 KILL_DELAY_S = (0.2, 1.2)
 STARTUP_TIMEOUT_S = 30.0
 CATCH_UP_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class Ack:
-    segment: str
-    offset: int
-    length_after: int
-    writer: str
-    seq: int
-
-
-class _ChildOutput:
-    """Reads the victim's stdout in a thread, so the pipe never fills."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
-        self.lines: list[str] = []
-        self.torn_tail: bytes | None = None
-        self.ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="flush-writer-stdout", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        for raw in self._stream:
-            if not raw.endswith(b"\n"):
-                self.torn_tail = raw
-                break
-            line = raw.decode("ascii").rstrip("\n")
-            self.lines.append(line)
-            if line == "READY":
-                self.ready.set()
-        self.ready.set()
-
-    def join(self, timeout: float) -> bool:
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
 
 def _run_round(data_dir: Path, round_no: int, seed: int, rng: random.Random) -> list[Ack]:
@@ -106,10 +69,10 @@ def _run_round(data_dir: Path, round_no: int, seed: int, rng: random.Random) -> 
             stderr=stderr,
         )
     assert proc.stdout is not None
-    output = _ChildOutput(proc.stdout)
+    output = VictimOutput(proc.stdout, "flush-writer")
     try:
         output.ready.wait(STARTUP_TIMEOUT_S)
-        if proc.poll() is not None or "READY" not in output.lines[:1]:
+        if proc.poll() is not None or "READY" not in output.texts[:1]:
             pytest.fail(
                 f"{where}: the writer did not become ready (exit {proc.poll()}):\n"
                 + stderr_path.read_text(errors="replace")
@@ -131,7 +94,7 @@ def _run_round(data_dir: Path, round_no: int, seed: int, rng: random.Random) -> 
             proc.stdout.close()
     assert output.torn_tail is None, f"{where}: torn stdout line {output.torn_tail!r}"
     acks = []
-    for line in output.lines[1:]:
+    for line in output.texts[1:]:
         kind, segment, offset, length_after, writer, seq = line.split(" ")
         assert kind == "ACK", f"{where}: unexpected line {line!r}"
         acks.append(Ack(segment, int(offset), int(length_after), writer, int(seq)))

@@ -29,12 +29,10 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -48,6 +46,7 @@ from .crash_writer import (
     decode_record,
     trimmed_names,
 )
+from .victim_output import Ack, VictimOutput
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 5
@@ -58,44 +57,6 @@ KILL_DELAY_S = (0.3, 2.0)
 # Acks arriving this shortly before the kill show the writers were still appending when it came.
 IN_FLIGHT_WINDOW_S = 0.25
 STARTUP_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class Ack:
-    segment: str
-    offset: int
-    length_after: int
-    writer: str
-    seq: int
-
-
-class _ChildOutput:
-    """Reads the writer's stdout in a thread, so the pipe never fills and lines carry the time
-    they arrived (to tell whether acks were still flowing when the kill came)."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
-        self.lines: list[tuple[float, str]] = []
-        self.torn_tail: bytes | None = None
-        self.ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="crash-writer-stdout", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        for raw in self._stream:
-            if not raw.endswith(b"\n"):
-                self.torn_tail = raw  # cannot happen with one write(2) per line; checked
-                break
-            line = raw.decode("ascii").rstrip("\n")
-            self.lines.append((time.monotonic(), line))
-            if line == "READY":
-                self.ready.set()
-        self.ready.set()  # EOF: wake the waiter, who then sees the child is gone
-
-    def join(self, timeout: float) -> bool:
-        """Wait for EOF; whether it came."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
 
 @dataclass(slots=True)
@@ -147,7 +108,7 @@ def _run_writer_round(data_dir: Path, round_no: int, seed: int, rng: random.Rand
             stderr=stderr,
         )
     assert proc.stdout is not None
-    output = _ChildOutput(proc.stdout)
+    output = VictimOutput(proc.stdout, "crash-writer")
     try:
         output.ready.wait(STARTUP_TIMEOUT_S)
         if proc.poll() is not None or not any(line == "READY" for _, line in output.lines):
