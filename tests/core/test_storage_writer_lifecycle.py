@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tier2_cli import parse_ls, wait_until
 
 from segmentstore import (
     ContainerUnavailableError,
@@ -40,13 +41,11 @@ from .writer_harness import (
     flush,
     load_manifest,
     open_store,
-    parse_ls,
     read_all,
     storage_of,
     tier2_bytes,
     tier2_files,
     tier2_root,
-    wait_until,
 )
 
 # -- delete -------------------------------------------------------------------------------

@@ -3,15 +3,11 @@ Tier 2 holds (files, manifests, the ``segmentstore tier2`` command line as a rea
 
 from __future__ import annotations
 
-import asyncio
-import os
 import re
-import subprocess
-import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from tier2_cli import run_tier2_cli
 
 from segmentstore import (
     SegmentStore,
@@ -25,7 +21,6 @@ from tier2 import (
     segment_key,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 KiB = 1024
 MiB = 1024 * KiB
 # Flush almost at once, in chunks small enough that a few appends roll several of them.
@@ -112,38 +107,4 @@ def tier2_bytes(data: Path, name: str) -> tuple[SegmentManifest, bytes]:
 
 async def cli(*args: str) -> tuple[int, bytes, str]:
     """``segmentstore tier2 ARGS`` in a process of its own, as a user runs it."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "segmentstore.cli",
-        "tier2",
-        *args,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
-    assert process.returncode is not None
-    return process.returncode, stdout, stderr.decode(errors="replace")
-
-
-def parse_ls(text: str) -> dict[str, tuple[int, int, bool]]:
-    """``tier2 ls`` output: name -> (start offset, storage length, sealed)."""
-    lines = text.splitlines()
-    assert lines and lines[0].split() == ["start_offset", "storage_length", "sealed", "name"]
-    listed = {}
-    for line in lines[1:]:
-        start, length, sealed, name = line.split(maxsplit=3)
-        assert sealed in ("true", "false"), line
-        listed[name] = (int(start), int(length), sealed == "true")
-    return listed
-
-
-async def wait_until(condition: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await condition():
-            return True
-        await asyncio.sleep(0.01)
-    return await condition()
+    return await run_tier2_cli(*args)

@@ -13,16 +13,14 @@ import asyncio
 import os
 import random
 import socket
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from moto.server import ThreadedMotoServer
+from tier2_cli import parse_ls, run_tier2_cli, wait_until
 
 from segmentstore import ContainerUnavailableError, SegmentStore, Settings
 from tier2 import (
@@ -36,7 +34,6 @@ from tier2 import (
 
 pytestmark = pytest.mark.s3
 
-REPO = Path(__file__).resolve().parents[2]
 KiB = 1024
 MiB = 1024 * KiB
 BUCKET = "segmentstore-tier2"
@@ -150,42 +147,8 @@ async def read_all(store: SegmentStore, name: str) -> bytes:
     return bytes(out)
 
 
-async def wait_until(condition: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await condition():
-            return True
-        await asyncio.sleep(0.02)
-    return await condition()
-
-
 async def cli(endpoint: str, *args: str) -> tuple[int, bytes, str]:
-    options = [f"--option={k}={v}" for k, v in store_options(endpoint).items()]
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "segmentstore.cli",
-        "tier2",
-        *args,
-        *options,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
-    assert process.returncode is not None
-    return process.returncode, stdout, stderr.decode(errors="replace")
-
-
-def parse_ls(text: str) -> dict[str, tuple[int, int, bool]]:
-    lines = text.splitlines()
-    assert lines and lines[0].split() == ["start_offset", "storage_length", "sealed", "name"]
-    listed = {}
-    for line in lines[1:]:
-        start, length, sealed, name = line.split(maxsplit=3)
-        listed[name] = (int(start), int(length), sealed == "true")
-    return listed
+    return await run_tier2_cli(*args, options=store_options(endpoint))
 
 
 # -- tests --------------------------------------------------------------------------------
