@@ -33,9 +33,10 @@ def test_append_bench_reports_medians_and_ratio(tmp_path: Path) -> None:
         timeout=120,
         check=True,
     )
-    assert "round 2/2: raw" in completed.stdout
+    assert "round 2/2: bare append path" in completed.stdout
     (row,) = json.loads(out.read_text())["results"]
     assert row["size_bytes"] == 1024 and row["writers"] == 4
     assert 0 < row["appends_per_s_min"] <= row["appends_per_s"] <= row["appends_per_s_max"]
     assert row["ratio"] == row["appends_per_s"] / row["raw_records_per_s"]
+    assert row["bare_ratio"] == row["appends_per_s"] / row["bare_appends_per_s"]
     assert list(tmp_path.iterdir()) == [out]  # its working directory is gone

@@ -3,10 +3,12 @@
 For each payload size and writer count it runs the store for a fixed time (every append
 awaited, so every figure is of acknowledged, fsynced data), then, in the same run and on the
 same disk, a raw loop of ``os.write`` + ``os.fdatasync`` of the same records in groups, and
-reports the ratio store / raw. Store and raw alternate for ``rounds`` rounds; the table gives
-medians, with the store's slowest and fastest round. It runs on uvloop, as ``segmentstore
-serve`` does (``--loop asyncio`` for the standard loop). The machines are noisy; compare
-ratios, not absolutes.
+reports the ratio store / raw. A second baseline is the bare append path
+(:mod:`segmentstore.bench.bare_path`: the same writers, batching, CRC and fsync, nothing else),
+so store / bare is what the store's features cost. Store, raw and bare alternate for
+``rounds`` rounds; the table gives medians, with the store's slowest and fastest round. It
+runs on uvloop, as ``segmentstore serve`` does (``--loop asyncio`` for the standard loop). The
+machines are noisy; compare ratios, not absolutes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from segmentstore.bench.bare_path import run_bare_path
 from segmentstore.bench.report import percentile, print_table, run_loop, write_json
 from segmentstore.store import SegmentStore
 
@@ -111,6 +114,7 @@ def run(
                 group = max(1, min(writers, (4 * MiB) // size))
                 stores: list[dict[str, float]] = []
                 raws: list[float] = []
+                bares: list[float] = []
                 # Store and raw alternate, round after round: the machines drift by tens of
                 # percent over minutes, and each figure is the median of its rounds.
                 for round_ in range(1, rounds + 1):
@@ -125,9 +129,12 @@ def run(
                     )
                     print(f"{label}: raw, {group} per fdatasync", flush=True)
                     raws.append(raw_grouped_fdatasync(case, size, group, seconds))
+                    print(f"{label}: bare append path", flush=True)
+                    bares.append(run_loop(run_bare_path(case, size, writers, seconds), loop))
                     shutil.rmtree(case)
                 appends = statistics.median(s["appends_per_s"] for s in stores)
                 raw = statistics.median(raws)
+                bare = statistics.median(bares)
                 rows.append(
                     {
                         "size_bytes": size,
@@ -142,6 +149,8 @@ def run(
                         "raw_records_per_s": raw,
                         "raw_mb_per_s": raw * size / 1e6,
                         "ratio": appends / raw,
+                        "bare_appends_per_s": bare,
+                        "bare_ratio": appends / bare,
                     }
                 )
     finally:
@@ -162,6 +171,8 @@ def run(
             ("raw_records_per_s", "raw rec/s", ",.0f"),
             ("raw_mb_per_s", "raw MB/s", ".1f"),
             ("ratio", "store/raw", ".2f"),
+            ("bare_appends_per_s", "bare/s", ",.0f"),
+            ("bare_ratio", "store/bare", ".2f"),
         ],
     )
     write_json(json_path, "append", rows)
