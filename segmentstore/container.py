@@ -304,7 +304,7 @@ class SegmentContainer:
         writer_seq: int | None = None,
     ) -> AppendResult:
         op = AppendOperation(name, data, expected_offset, writer_id, writer_seq)
-        size = len(data)
+        size = op.size
         # Room in the cache is taken before the append is admitted: at commit its bytes go
         # into the cache, which must never have to refuse them.
         manager = self._cache_manager

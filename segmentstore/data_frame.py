@@ -60,8 +60,7 @@ class DataFrameBuilder:
 
     def add(self, op: Operation) -> None:
         # Once per operation: kept to few attribute lookups and no inner loop when it can be.
-        parts = op.encode()
-        total = len(parts[0]) + len(parts[1]) if len(parts) == 2 else sum(map(len, parts))
+        parts, total = op.encode()
         frame = self._current
         if frame is None or self._max - frame.size < _ENTRY.size + _MIN_USEFUL_ROOM:
             frame = self._new_frame()

@@ -77,8 +77,10 @@ class Operation:
     def apply(self, metadata: ContainerMetadata) -> None:
         raise NotImplementedError
 
-    def encode(self) -> list[Buffer]:
-        return [HEADER.pack(self.kind, self.sequence), *self._encode_body()]
+    def encode(self) -> tuple[list[Buffer], int]:
+        """The wire form as buffers, and their total size in bytes."""
+        parts = [HEADER.pack(self.kind, self.sequence), *self._encode_body()]
+        return parts, sum(len(part) for part in parts)
 
     def _encode_body(self) -> list[Buffer]:
         return [json.dumps(self._fields(), separators=(",", ":")).encode()]
@@ -148,6 +150,7 @@ class AppendOperation(Operation):
         "name",
         "offset",
         "segment_id",
+        "size",
         "writer_id",
         "writer_seq",
     )
@@ -168,6 +171,7 @@ class AppendOperation(Operation):
         self.refusal = None
         self.name = name
         self.data = data
+        self.size = len(data)  # read several times per append: counted once
         self.expected_offset = expected_offset
         self.writer_id = writer_id
         self.writer_seq = writer_seq
@@ -210,7 +214,7 @@ class AppendOperation(Operation):
         offset = self.offset
         time_ms = self.time_ms
         metadata.sequence = self.sequence
-        segment.length = self.length_after = end = offset + len(self.data)
+        segment.length = self.length_after = end = offset + self.size
         segment.last_modified_ms = time_ms
         if metadata.keeps_time_index:
             segment.time_index.record(offset, end, time_ms, metadata.time_index_interval)
@@ -235,7 +239,7 @@ class AppendOperation(Operation):
                     f"append at {op.offset} does not fit segment id {op.segment_id}"
                     f" of length {length}"
                 )
-            length = op.length_after = length + len(op.data)
+            length = op.length_after = length + op.size
             if op.writer_id is not None:
                 writers[op.writer_id] = op.writer_seq  # type: ignore[assignment]
         last = run[-1]
@@ -243,12 +247,12 @@ class AppendOperation(Operation):
         segment.last_modified_ms = last.time_ms
         metadata.sequence = last.sequence
 
-    def encode(self) -> list[Buffer]:
+    def encode(self) -> tuple[list[Buffer], int]:
         if self.writer_id is None:
             header = _APPEND_HEADER.pack(
                 _APPEND_KIND, self.sequence, self.segment_id, self.offset, self.time_ms, -1, 0
             )
-            return [header, self.data]
+            return [header, self.data], _APPEND_HEADER.size + self.size
         writer = self.writer_id.encode()
         header = _APPEND_HEADER.pack(
             _APPEND_KIND,
@@ -259,7 +263,8 @@ class AppendOperation(Operation):
             self.writer_seq,
             len(writer),
         )
-        return [header + writer, self.data]
+        header += writer
+        return [header, self.data], len(header) + self.size
 
     @classmethod
     def _decode_body(cls, body: memoryview) -> Operation:
