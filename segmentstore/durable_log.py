@@ -187,7 +187,15 @@ class DurableLog:
         if self._checkpoint_pending:
             self._checkpoint_pending = False
             windows[-1].ops.append(CheckpointOperation())
-        self._process(windows)
+        try:
+            self._process(windows)
+        except Exception as error:
+            # Not a refusal (those are per operation): a bug. The accepted metadata may be
+            # half changed, so this instance fails; the windows not yet handed to Tier 1 fail
+            # with it instead of waiting forever.
+            log.exception("container %d: processing operations failed", self._container_id)
+            self._queue[:0] = [w for w in windows if w not in self._in_flight]
+            self._fail(error)
 
     def _process(self, windows: list[_Window]) -> None:
         accepted = self._accepted

@@ -19,9 +19,16 @@ def encode(payloads: Iterable[bytes | bytearray | memoryview]) -> bytes:
     """Frame ``payloads`` as one batch."""
     parts: list[bytes | bytearray | memoryview] = []
     for payload in payloads:
-        parts.append(HEADER.pack(EVENT_TYPE, len(payload)))
+        size = payload.nbytes if isinstance(payload, memoryview) else len(payload)
+        parts.append(HEADER.pack(EVENT_TYPE, size))
         parts.append(payload)
     return b"".join(parts)
+
+
+def byte_view(data: memoryview) -> memoryview | bytes:
+    """``data`` as bytes whose ``len`` is its size in bytes: a view of wider items (``len``
+    counts items) is cast, or copied if it is not contiguous."""
+    return data.cast("B") if data.c_contiguous else data.tobytes()
 
 
 def count(body: bytes | bytearray | memoryview, max_payload: int) -> int:

@@ -30,8 +30,8 @@ from segmentstore.errors import (
     PayloadTooLargeError,
 )
 from segmentstore.events import HEADER as EVENT_HEADER
+from segmentstore.events import byte_view, encode, event_size_at, whole_events
 from segmentstore.events import count as count_events
-from segmentstore.events import encode, event_size_at, whole_events
 from segmentstore.names import transaction_name, validate_int64, validate_segment_name
 from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
 from segmentstore.settings import Settings
@@ -247,6 +247,8 @@ class SegmentStore:
         """Append ``data`` to ``name``; await the result. Arguments are checked at once (this
         is a plain function returning the container's coroutine: one coroutine less on the
         hottest path), so bad ones raise at the call rather than at the await."""
+        if type(data) is memoryview and not (data.itemsize == data.ndim == 1 and data.contiguous):
+            data = byte_view(data)
         size = len(data)
         if size == 0:
             raise InvalidArgumentError("an append needs at least one byte")
@@ -290,6 +292,8 @@ class SegmentStore:
         """Append a batch of events atomically: ``events`` is framed bytes (API.md, Event
         framing) or a sequence of payloads to frame. Bad framing is ``InvalidEventsError``
         and appends nothing."""
+        if isinstance(events, memoryview):
+            events = byte_view(events)
         body = events if isinstance(events, bytes | bytearray | memoryview) else encode(events)
         limit = self.settings.store.max_append_bytes
         if len(body) > limit:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from segmentstore import ContainerUnavailableError, SegmentStore
 from segmentstore.container_mapping import container_of
+from segmentstore.operations import AppendOperation, Buffer
 
 NAME = "scope/stream/0"  # container 3 of 4
 
@@ -73,6 +75,39 @@ async def test_corrupt_middle_frame_takes_only_its_container_offline(tmp_path: P
             await store.append(NAME, b"x")
         assert bytes(await store.read(other, 0)) == b"unaffected"
         await store.append(other, b"!")
+
+
+async def test_a_bug_while_processing_fails_its_container_instead_of_hanging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fault injected where operations are encoded: the operations already queued must fail
+    # at once (not wait forever), only that container goes offline, and a restart recovers
+    # everything acknowledged before.
+    other = next(n for n in ("a", "foo", "segment") if container_of(n, 4) != 3)
+    encode = AppendOperation.encode
+
+    def failing_encode(op: AppendOperation) -> tuple[list[Buffer], int]:
+        if bytes(op.data) == b"boom":
+            raise RuntimeError("injected")
+        return encode(op)
+
+    async with SegmentStore.open(tmp_path) as store:
+        await store.create_segment(NAME)
+        await store.create_segment(other)
+        await store.append(NAME, b"kept")
+        monkeypatch.setattr(AppendOperation, "encode", failing_encode)
+        queued = [asyncio.ensure_future(store.append(NAME, b"queued")) for _ in range(3)]
+        with pytest.raises(ContainerUnavailableError):
+            await asyncio.wait_for(store.append(NAME, b"boom"), timeout=5)
+        for append in queued:
+            with pytest.raises(ContainerUnavailableError):
+                await asyncio.wait_for(append, timeout=5)
+        assert store.container(3).status.value == "offline"
+        await store.append(other, b"unaffected")
+        monkeypatch.undo()
+        await store.restart_container(3)
+        assert bytes(await store.read(NAME, 0)) == b"kept"
+        await store.append(NAME, b"!")
 
 
 async def test_checkpoints_keep_recovery_bounded(tmp_path: Path) -> None:
