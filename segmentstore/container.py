@@ -61,9 +61,6 @@ class ContainerStatus(StrEnum):
     OFFLINE = "offline"
 
 
-_RUNNING = ContainerStatus.RUNNING  # a module constant: the append path reads it every time
-
-
 class SegmentContainer:
     def __init__(
         self,
@@ -310,10 +307,9 @@ class SegmentContainer:
         manager = self._cache_manager
         reserved = manager.try_reserve(size) or await manager.reserve(size)
         try:
-            # _process inlined, and the Durable Log's process too: the hot path awaits the
-            # window's future itself, not two coroutines more.
+            # _process and DurableLog.process inlined: the hot path awaits the window itself.
             durable_log = self._log
-            if durable_log is None or self.status is not _RUNNING:
+            if durable_log is None or self.status is not ContainerStatus.RUNNING:
                 raise ContainerUnavailableError(self.id, self.status.value)
             await durable_log.submit(op, size)
         finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
-from array import array
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,6 @@ from segmentstore import (
     UpdateType,
 )
 from segmentstore.container_mapping import container_of
-from segmentstore.events import encode as encode_events
 
 
 async def read_all(store: SegmentStore, name: str, offset: int = 0) -> bytes:
@@ -197,26 +195,6 @@ async def test_truncate(store: SegmentStore) -> None:
     assert (await store.truncate("s", 10)).start_offset == 10
     with pytest.raises(InvalidArgumentError):
         await store.truncate("s", -1)
-
-
-async def test_any_buffer_is_appended_by_its_bytes(store: SegmentStore) -> None:
-    # len() of a memoryview counts items, not bytes: a view of 4-byte items must still be
-    # stored whole, and an offset must count bytes.
-    await store.create_segment("s")
-    words = array("I", [1, 2, 3])
-    result = await store.append("s", memoryview(words))
-    assert (result.offset, result.length) == (0, 12)
-    grid = memoryview(bytearray(range(12))).cast("B", (3, 4))  # two dimensions
-    assert (await store.append("s", grid)).length == 24
-    strided = memoryview(bytes(range(10)))[::2]  # not contiguous: copied
-    assert (await store.append("s", strided)).length == 29
-    assert bytes(await store.read("s", 0)) == words.tobytes() + bytes(range(12)) + b"\0\2\4\6\b"
-
-    await store.create_segment("e")
-    shorts = memoryview(array("H", [7, 8]))
-    assert (await store.append_events("e", [shorts, b"x"])).events == 2
-    framed = (await store.read_events("e", 0)).data
-    assert framed == encode_events([shorts.tobytes(), b"x"])
 
 
 async def test_read_arguments(store: SegmentStore) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 import threading
 import time
@@ -37,10 +36,9 @@ from collections.abc import Sequence
 from tier1.errors import DataLogClosedError, DataLogWriteError
 from tier1.local.directory import LogDirectory
 from tier1.local.record import HEADER_SIZE, MAX_PAYLOAD, encode_header
+from tier1.local.vectored_write import IOV_MAX, writev_all
 from tier1.log import Buffer
 
-# writev takes at most IOV_MAX buffers (1024 on Linux) per call.
-IOV_MAX = 1024
 # The writer hands a piece to the syncer at least every FLUSH_BYTES, so that with large
 # records the fdatasync of one piece overlaps the write of the next.
 FLUSH_BYTES = 2 * 1024 * 1024
@@ -416,35 +414,6 @@ class GroupCommit:
             f"{operation} in data log {self._directory.path} failed: {e.strerror or e}",
             errno=e.errno,
         )
-
-
-def writev_all(fd: int, buffers: list[Buffer], nbytes: int) -> None:
-    """Write every buffer, IOV_MAX at a time, resuming after partial writes.
-
-    ``nbytes`` is their total size. ``buffers`` may be modified.
-    """
-    if len(buffers) <= IOV_MAX:
-        written = os.writev(fd, buffers)
-        if written == nbytes:
-            return  # the usual case
-    else:
-        written = 0
-    sizes = [b.nbytes if isinstance(b, memoryview) else len(b) for b in buffers]
-    index, count = 0, len(buffers)
-    while True:
-        while index < count and written >= sizes[index]:
-            written -= sizes[index]
-            index += 1
-        if index == count:
-            return
-        if written:
-            buffers[index] = memoryview(buffers[index]).cast("B")[written:]
-            sizes[index] -= written
-        window = buffers[index : index + IOV_MAX]
-        written = os.writev(fd, window)
-        if written == 0 and any(sizes[index : index + IOV_MAX]):
-            # A regular file never does this, but looping on it would spin forever.
-            raise OSError(errno.EIO, "writev wrote nothing")
 
 
 def _failed(loop: asyncio.AbstractEventLoop, error: Exception) -> asyncio.Future[int]:
