@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_checks import flush, read_all
 from tier2_cli import parse_ls, wait_until
 
 from segmentstore.container_mapping import container_of
@@ -24,9 +25,7 @@ from .writer_harness import (
     KiB,
     MiB,
     cli,
-    flush,
     open_store,
-    read_all,
     tier2_bytes,
     tier2_root,
 )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_checks import flush, read_all
 from tier2_cli import parse_ls, wait_until
 
 from segmentstore import (
@@ -38,10 +39,8 @@ from .writer_harness import (
     KiB,
     chunk_files,
     cli,
-    flush,
     load_manifest,
     open_store,
-    read_all,
     storage_of,
     tier2_bytes,
     tier2_files,

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+from store_checks import flush, read_all
 
 from segmentstore import (
     SegmentNotFoundError,
@@ -28,10 +29,8 @@ from .writer_harness import (
     MiB,
     chunk_files,
     cli,
-    flush,
     load_manifest,
     open_store,
-    read_all,
     sidecar_files,
     tier2_bytes,
     tier2_files,

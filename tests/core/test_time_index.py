@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_checks import flush
 
 from segmentstore import InvalidArgumentError, SegmentNotFoundError, SegmentStore
 from segmentstore.container_mapping import container_of
@@ -63,12 +64,6 @@ def open_store(data: Path, **overrides: Any) -> SegmentStore:
     writer = {**WRITER, **overrides.pop("storage_writer", {})}
     store = {"time_index_interval_bytes": INTERVAL, **overrides.pop("store", {})}
     return SegmentStore.open(data, storage_writer=writer, store=store, **overrides)
-
-
-async def flush(store: SegmentStore) -> None:
-    for container in store.containers:
-        assert container.storage_writer is not None
-        await container.storage_writer.flush_all()
 
 
 async def write_phases(

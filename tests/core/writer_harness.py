@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from store_checks import stored_segment
 from tier2_cli import run_tier2_cli
 
 from segmentstore import (
@@ -16,7 +17,6 @@ from tier2 import (
     ChunkStorage,
     ManifestStore,
     SegmentManifest,
-    SegmentReader,
     open_chunk_storage,
     segment_key,
 )
@@ -41,25 +41,6 @@ def open_store(data: Path, **overrides: Any) -> SegmentStore:
 
 def tier2_root(data: Path) -> Path:
     return data / "tier2"
-
-
-async def flush(store: SegmentStore) -> None:
-    """Everything pending goes to Tier 2 now, in every container."""
-    for container in store.containers:
-        writer = container.storage_writer
-        assert writer is not None, f"container {container.id} has no storage writer"
-        await writer.flush_all()
-
-
-async def read_all(store: SegmentStore, name: str) -> bytes:
-    """The segment's readable bytes, from its start offset to its length."""
-    info = await store.get_info(name)
-    out = bytearray()
-    while info.start_offset + len(out) < info.length:
-        chunk = await store.read(name, info.start_offset + len(out), 1 << 20)
-        assert len(chunk) > 0, f"{name}: empty read at {info.start_offset + len(out)} of {info}"
-        out += chunk
-    return bytes(out)
 
 
 def tier2_files(data: Path) -> list[str]:
@@ -94,15 +75,7 @@ def load_manifest(data: Path, name: str) -> SegmentManifest | None:
 
 def tier2_bytes(data: Path, name: str) -> tuple[SegmentManifest, bytes]:
     """The manifest and every byte it names, ``[start_offset, storage_length)``."""
-    storage = storage_of(data)
-    try:
-        loaded = ManifestStore(storage).load(name)
-        assert loaded is not None, f"{name} has no manifest in Tier 2"
-        manifest = loaded[0]
-        length = manifest.storage_length - manifest.start_offset
-        return manifest, SegmentReader(storage).read_from(manifest, manifest.start_offset, length)
-    finally:
-        storage.close()
+    return stored_segment(storage_of(data), name)
 
 
 async def cli(*args: str) -> tuple[int, bytes, str]:

@@ -20,14 +20,13 @@ from typing import Any
 
 import pytest
 from moto.server import ThreadedMotoServer
+from store_checks import flush, read_all, stored_segment
 from tier2_cli import parse_ls, run_tier2_cli, wait_until
 
 from segmentstore import ContainerUnavailableError, SegmentStore, Settings
 from tier2 import (
     ChunkStorage,
-    ManifestStore,
     SegmentManifest,
-    SegmentReader,
     open_chunk_storage,
     segment_key,
 )
@@ -111,15 +110,7 @@ def open_storage(uri: str, endpoint: str) -> ChunkStorage:
 
 
 def tier2_bytes(uri: str, endpoint: str, name: str) -> tuple[SegmentManifest, bytes]:
-    storage = open_storage(uri, endpoint)
-    try:
-        loaded = ManifestStore(storage).load(name)
-        assert loaded is not None, f"{name} has no manifest in {uri}"
-        manifest = loaded[0]
-        length = manifest.storage_length - manifest.start_offset
-        return manifest, SegmentReader(storage).read_from(manifest, manifest.start_offset, length)
-    finally:
-        storage.close()
+    return stored_segment(open_storage(uri, endpoint), name)
 
 
 def objects(uri: str, endpoint: str, prefix: str = "") -> list[str]:
@@ -128,23 +119,6 @@ def objects(uri: str, endpoint: str, prefix: str = "") -> list[str]:
         return storage.list(prefix)
     finally:
         storage.close()
-
-
-async def flush(store: SegmentStore) -> None:
-    for container in store.containers:
-        writer = container.storage_writer
-        assert writer is not None
-        await writer.flush_all()
-
-
-async def read_all(store: SegmentStore, name: str) -> bytes:
-    info = await store.get_info(name)
-    out = bytearray()
-    while info.start_offset + len(out) < info.length:
-        chunk = await store.read(name, info.start_offset + len(out), 1 << 20)
-        assert len(chunk) > 0, f"{name}: empty read at {info.start_offset + len(out)} of {info}"
-        out += chunk
-    return bytes(out)
 
 
 async def cli(endpoint: str, *args: str) -> tuple[int, bytes, str]:

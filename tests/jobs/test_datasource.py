@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_checks import flush
 
 from jobs.options import ScanOptions
 from jobs.planner import plan_scan
@@ -44,12 +45,6 @@ def random_events(rng: random.Random, count: int) -> list[bytes]:
         )
         for _ in range(count)
     ]
-
-
-async def flush(store: SegmentStore) -> None:
-    for container in store.containers:
-        assert container.storage_writer is not None
-        await container.storage_writer.flush_all()
 
 
 async def store_events(store: SegmentStore, name: str, stop: int | None = None) -> list[Event]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_checks import flush
 
 from jobs.compact import compact_events
 from jobs.export import export_events
@@ -24,7 +25,7 @@ from segmentstore import SegmentStore
 from tier2 import ManifestStore, open_chunk_storage
 
 from .conftest import FAST_WRITER, Event
-from .test_datasource import flush, random_events, store_events
+from .test_datasource import random_events, store_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
