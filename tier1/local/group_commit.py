@@ -178,8 +178,8 @@ class GroupCommit:
             # The writer is parked with nothing queued, and only this thread wakes it: then
             # this thread may act as the writer. A small record is written here at once,
             # instead of waiting for the woken writer to get the GIL from a busy loop (the
-            # largest part of a small append's latency). Large records and rolls, which
-            # fdatasync, stay on the writer thread.
+            # largest part of a small append's latency). Rolls (they fdatasync the old file)
+            # and large records (long copies) stay on the writer thread.
             inline = (
                 self._writer_idle
                 and not self._pending
