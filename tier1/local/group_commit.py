@@ -290,14 +290,12 @@ class GroupCommit:
 
     def _write(self, batch: list[_Queued]) -> None:
         end = self._write_end
-        file_size = end - self._file_base
+        # Full or old enough: roll before this batch (file_size counts as full).
+        file_size = self._segment_bytes if self._roll_due() else end - self._file_base
+        if self._file_started is None:
+            self._file_started = time.monotonic()
         iov: list[Buffer] = []
         iov_bytes = 0
-        now = time.monotonic()
-        if self._file_started is None:
-            self._file_started = now
-        elif file_size > 0 and now - self._file_started >= self._segment_s:
-            file_size = self._segment_bytes  # old enough: roll before this batch
         for address, length, parts in batch:
             if file_size >= self._segment_bytes:
                 if iov:
