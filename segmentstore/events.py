@@ -25,12 +25,6 @@ def encode(payloads: Iterable[bytes | bytearray | memoryview]) -> bytes:
     return b"".join(parts)
 
 
-def byte_view(data: memoryview) -> memoryview | bytes:
-    """``data`` as bytes whose ``len`` is its size in bytes: a view of wider items (``len``
-    counts items) is cast, or copied if it is not contiguous."""
-    return data.cast("B") if data.c_contiguous else data.tobytes()
-
-
 def count(body: bytes | bytearray | memoryview, max_payload: int) -> int:
     """How many events ``body`` holds; ``InvalidEventsError`` unless it is whole events only."""
     size = len(body)

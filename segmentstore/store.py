@@ -30,8 +30,8 @@ from segmentstore.errors import (
     PayloadTooLargeError,
 )
 from segmentstore.events import HEADER as EVENT_HEADER
-from segmentstore.events import byte_view, encode, event_size_at, whole_events
 from segmentstore.events import count as count_events
+from segmentstore.events import encode, event_size_at, whole_events
 from segmentstore.names import transaction_name, validate_int64, validate_segment_name
 from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
 from segmentstore.settings import Settings
@@ -48,6 +48,15 @@ _IDENTITY_FILE = "store.json"
 @lru_cache(maxsize=65536)
 def _route(name: str, containers: int) -> int:
     return container_of(validate_segment_name(name), containers)
+
+
+def _whole_bytes(view: memoryview) -> memoryview | bytes:
+    """``view`` as a buffer whose ``len`` is its size in bytes, which every layer below counts
+    by: a view of wider items or of several dimensions (``len`` counts items or rows) is cast,
+    and one that is not contiguous is copied."""
+    if view.itemsize == view.ndim == 1 and view.contiguous:
+        return view
+    return view.cast("B") if view.c_contiguous else view.tobytes()
 
 
 def _non_negative(what: str, value: object) -> int:
@@ -247,8 +256,8 @@ class SegmentStore:
         """Append ``data`` to ``name``; await the result. Arguments are checked at once (this
         is a plain function returning the container's coroutine: one coroutine less on the
         hottest path), so bad ones raise at the call rather than at the await."""
-        if type(data) is memoryview and not (data.itemsize == data.ndim == 1 and data.contiguous):
-            data = byte_view(data)
+        if type(data) is memoryview:
+            data = _whole_bytes(data)
         size = len(data)
         if size == 0:
             raise InvalidArgumentError("an append needs at least one byte")
@@ -293,7 +302,7 @@ class SegmentStore:
         framing) or a sequence of payloads to frame. Bad framing is ``InvalidEventsError``
         and appends nothing."""
         if isinstance(events, memoryview):
-            events = byte_view(events)
+            events = _whole_bytes(events)
         body = events if isinstance(events, bytes | bytearray | memoryview) else encode(events)
         limit = self.settings.store.max_append_bytes
         if len(body) > limit:
