@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from segmentstore.operation_codec import decode
-from segmentstore.operations import Buffer, Operation
+from segmentstore.operations import APPEND_HEADER, APPEND_KIND, AppendOperation, Buffer, Operation
 
 FORMAT_VERSION = 1
 _VERSION = struct.Struct("<B")
@@ -27,6 +27,9 @@ LAST = 2
 _WHOLE = FIRST | LAST
 _COPY_BELOW = 16 * 1024  # operations smaller than this are joined into one buffer
 _MIN_USEFUL_ROOM = 64  # do not start an entry in a frame with less room than this
+# The entry header and the operation header of a whole append without a writer id (by far the
+# most common entry) in one pack: the same bytes as _ENTRY and AppendOperation.encode give.
+_WHOLE_APPEND = struct.Struct(_ENTRY.format + APPEND_HEADER.format.lstrip("<"))
 
 
 class FrameFormatError(Exception):
@@ -57,6 +60,28 @@ class DataFrameBuilder:
         self._max = max_frame_bytes
         self._frames: list[Frame] = []
         self._current: Frame | None = None
+
+    def add_all(self, ops: list[Operation]) -> None:
+        """:meth:`add` each of ``ops``, in order. Small appends without a writer id that fit
+        the current frame take a shortcut: one pack and no call each, which halves the cost of
+        framing an append."""
+        pack = _WHOLE_APPEND.pack
+        max_size = self._max
+        for op in ops:
+            frame = self._current
+            if type(op) is AppendOperation and op.writer_id is None and frame is not None:
+                total = APPEND_HEADER.size + op.size
+                size = frame.size + _ENTRY.size + total
+                if total < _COPY_BELOW and size <= max_size:
+                    frame.starts.append(op)
+                    frame.pending += (
+                        pack(total, _WHOLE, APPEND_KIND, op.sequence, op.segment_id,
+                             op.offset, op.time_ms, -1, 0),
+                        op.data,
+                    )  # fmt: skip
+                    frame.size = size
+                    continue
+            self.add(op)
 
     def add(self, op: Operation) -> None:
         # Once per operation: kept to few attribute lookups and no inner loop when it can be.

@@ -211,10 +211,10 @@ class DurableLog:
                     op.refusal = error
                     continue
                 if written:
-                    builder.add(op)
                     window.written.append(op)
                     if type(op) is CheckpointOperation:
                         window.checkpoints.append(op)
+            builder.add_all(window.written)
             frames = builder.take_frames()
             for frame in frames:
                 self._submit(frame)

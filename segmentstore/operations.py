@@ -32,7 +32,7 @@ Buffer = bytes | bytearray | memoryview
 
 HEADER = struct.Struct("<BQ")
 _APPEND = struct.Struct("<QQQqH")  # segment id, offset, time ms, writer seq (-1: none), id length
-_APPEND_HEADER = struct.Struct("<BQQQQqH")  # HEADER and _APPEND in one pack: the hot path
+APPEND_HEADER = struct.Struct("<BQQQQqH")  # HEADER and _APPEND in one pack: the hot path
 
 
 class Kind(IntEnum):
@@ -47,7 +47,7 @@ class Kind(IntEnum):
     RETENTION = 9
 
 
-_APPEND_KIND = int(Kind.APPEND)  # a plain int: an enum member costs a lookup on every append
+APPEND_KIND = int(Kind.APPEND)  # a plain int: an enum member costs a lookup on every append
 
 
 class LogReplayError(Exception):
@@ -249,13 +249,13 @@ class AppendOperation(Operation):
 
     def encode(self) -> tuple[list[Buffer], int]:
         if self.writer_id is None:
-            header = _APPEND_HEADER.pack(
-                _APPEND_KIND, self.sequence, self.segment_id, self.offset, self.time_ms, -1, 0
+            header = APPEND_HEADER.pack(
+                APPEND_KIND, self.sequence, self.segment_id, self.offset, self.time_ms, -1, 0
             )
-            return [header, self.data], _APPEND_HEADER.size + self.size
+            return [header, self.data], APPEND_HEADER.size + self.size
         writer = self.writer_id.encode()
-        header = _APPEND_HEADER.pack(
-            _APPEND_KIND,
+        header = APPEND_HEADER.pack(
+            APPEND_KIND,
             self.sequence,
             self.segment_id,
             self.offset,

@@ -99,3 +99,43 @@ def test_metadata_operations_travel_with_appends() -> None:
         "AppendOperation",
     ]
     assert ops[1].snapshot == {"segments": {}}  # type: ignore[attr-defined]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    max_frame=st.sampled_from([4096, 9000, 70_000]),
+    ops=st.lists(
+        st.tuples(
+            st.one_of(st.integers(1, 3000), st.sampled_from([16 * 1024 - 40, 20_000])),
+            st.sampled_from([None, "writer-1"]),
+            st.booleans(),  # a checkpoint follows
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_add_all_frames_exactly_as_add_does(
+    max_frame: int, ops: list[tuple[int, str | None, bool]]
+) -> None:
+    # add_all's shortcut for small appends must write the very bytes add writes.
+    def built(one_by_one: bool) -> list[bytes]:
+        builder = DataFrameBuilder(max_frame)
+        window: list[Operation] = []
+        for i, (size, writer_id, checkpoint_follows) in enumerate(ops):
+            op = _append(i, size)
+            op.time_ms = 1_700_000_000_000 + i
+            if writer_id is not None:
+                op.writer_id, op.writer_seq = writer_id, i
+            window.append(op)
+            if checkpoint_follows:
+                checkpoint = CheckpointOperation({"segments": {}})
+                checkpoint.sequence = i + 1
+                window.append(checkpoint)
+        if one_by_one:
+            for op in window:
+                builder.add(op)
+        else:
+            builder.add_all(window)
+        return [_bytes_of(frame) for frame in builder.take_frames()]
+
+    assert built(one_by_one=False) == built(one_by_one=True)

@@ -10,7 +10,8 @@ import pytest
 
 from segmentstore import ContainerUnavailableError, SegmentStore
 from segmentstore.container_mapping import container_of
-from segmentstore.operations import AppendOperation, Buffer
+from segmentstore.metadata import ContainerMetadata
+from segmentstore.operations import AppendOperation
 
 NAME = "scope/stream/0"  # container 3 of 4
 
@@ -80,22 +81,22 @@ async def test_corrupt_middle_frame_takes_only_its_container_offline(tmp_path: P
 async def test_a_bug_while_processing_fails_its_container_instead_of_hanging(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A fault injected where operations are encoded: the operations already queued must fail
+    # A fault injected where operations are prepared: the operations already queued must fail
     # at once (not wait forever), only that container goes offline, and a restart recovers
     # everything acknowledged before.
     other = next(n for n in ("a", "foo", "segment") if container_of(n, 4) != 3)
-    encode = AppendOperation.encode
+    prepare = AppendOperation.prepare
 
-    def failing_encode(op: AppendOperation) -> tuple[list[Buffer], int]:
+    def failing_prepare(op: AppendOperation, metadata: ContainerMetadata) -> bool:
         if bytes(op.data) == b"boom":
             raise RuntimeError("injected")
-        return encode(op)
+        return prepare(op, metadata)
 
     async with SegmentStore.open(tmp_path) as store:
         await store.create_segment(NAME)
         await store.create_segment(other)
         await store.append(NAME, b"kept")
-        monkeypatch.setattr(AppendOperation, "encode", failing_encode)
+        monkeypatch.setattr(AppendOperation, "prepare", failing_prepare)
         queued = [asyncio.ensure_future(store.append(NAME, b"queued")) for _ in range(3)]
         with pytest.raises(ContainerUnavailableError):
             await asyncio.wait_for(store.append(NAME, b"boom"), timeout=5)
