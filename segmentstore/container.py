@@ -61,6 +61,10 @@ class ContainerStatus(StrEnum):
     OFFLINE = "offline"
 
 
+# Looking an enum member up on its class costs about 80 ns: the append path reads this instead.
+_RUNNING = ContainerStatus.RUNNING
+
+
 class SegmentContainer:
     def __init__(
         self,
@@ -309,7 +313,7 @@ class SegmentContainer:
         try:
             # _process and DurableLog.process inlined: the hot path awaits the window itself.
             durable_log = self._log
-            if durable_log is None or self.status is not ContainerStatus.RUNNING:
+            if durable_log is None or self.status is not _RUNNING:
                 raise ContainerUnavailableError(self.id, self.status.value)
             await durable_log.submit(op, size)
         finally:
