@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 from array import array
+from concurrent.futures import Future, ThreadPoolExecutor
 
 Run = tuple[int, int]
 
@@ -43,11 +44,16 @@ class BlockArena:
         self.readonly: list[memoryview] = []
         self._mapped_blocks = 0
         self._free = array("i")
+        # The next buffer, being mapped by the helper thread (created on first need).
+        self._ahead: Future[mmap.mmap] | None = None
+        self._ahead_blocks = 0
+        self._mapper: ThreadPoolExecutor | None = None
 
     @property
     def mapped_bytes(self) -> int:
-        """Bytes of buffers mapped so far (the arena's share of the process's memory)."""
-        return self._mapped_blocks * self.block_bytes
+        """Bytes of buffers mapped so far, the one mapped ahead included (the arena's share of
+        the process's memory)."""
+        return (self._mapped_blocks + self._ahead_blocks) * self.block_bytes
 
     def allocate(self, count: int) -> list[Run]:
         """Take ``count`` free blocks (the caller checked the bound) as runs in ascending order."""
@@ -100,17 +106,49 @@ class BlockArena:
             raise AssertionError("BlockArena.allocate called past max_blocks")
         while self._mapped_blocks < first + blocks:
             count = min(self.blocks_per_buffer, self.max_blocks - self._mapped_blocks)
-            buffer = mmap.mmap(-1, count * self.block_bytes, flags=_MAP_FLAGS)
+            buffer = self._take_ahead(count)
+            if buffer is None:
+                buffer = mmap.mmap(-1, count * self.block_bytes, flags=_MAP_FLAGS)
             self._buffers.append(buffer)
             view = memoryview(buffer)
             self.writable.append(view)
             self.readonly.append(view.toreadonly())
             self._mapped_blocks += count
         self._free.extend(range(self._mapped_blocks - 1, first - 1, -1))
+        self._map_ahead()
+
+    def _map_ahead(self) -> None:
+        count = min(self.blocks_per_buffer, self.max_blocks - self._mapped_blocks)
+        if count <= 0:
+            return
+        if self._mapper is None:
+            self._mapper = ThreadPoolExecutor(1, thread_name_prefix="cache-mapper")
+        self._ahead = self._mapper.submit(mmap.mmap, -1, count * self.block_bytes, flags=_MAP_FLAGS)
+        self._ahead_blocks = count
+
+    def _take_ahead(self, count: int) -> mmap.mmap | None:
+        """The buffer mapped ahead, if it has ``count`` blocks (waiting for it if need be: it
+        is already partly done); None if there is none or it failed (then map it here)."""
+        ahead, self._ahead = self._ahead, None
+        blocks, self._ahead_blocks = self._ahead_blocks, 0
+        if ahead is None:
+            return None
+        try:
+            buffer = ahead.result()
+        except OSError:
+            return None
+        if blocks == count:
+            return buffer
+        buffer.close()
+        return None
 
     def close(self) -> None:
         """Unmap the buffers. A buffer that callers still hold views of stays mapped until
         the last of those views is gone (``mmap`` refuses to close under exported views)."""
+        self._take_ahead(0)  # no buffer has 0 blocks: the one mapped ahead is closed
+        if self._mapper is not None:
+            self._mapper.shutdown()
+            self._mapper = None
         for view in self.readonly + self.writable:
             view.release()
         for buffer in self._buffers:

@@ -37,17 +37,32 @@ def test_payload_stays_off_the_python_heap() -> None:
     cache.close()
 
 
-def test_buffers_are_mapped_only_as_needed() -> None:
+def test_buffers_are_mapped_as_needed_plus_one_ahead() -> None:
     cache = BlockArenaCache(10 * BLOCK + 5, BLOCK, buffer_bytes=4 * BLOCK)
     assert cache.mapped_bytes == 0
     cache.insert(b"x")
-    assert cache.mapped_bytes == 4 * BLOCK
+    assert cache.mapped_bytes == 8 * BLOCK  # the buffer in use and the next one
     cache.insert(b"y" * 4 * BLOCK)
-    assert cache.mapped_bytes == 8 * BLOCK
+    assert cache.mapped_bytes == 10 * BLOCK  # the one ahead is cut at max_bytes
     cache.insert(b"z" * 5 * BLOCK)
-    assert cache.mapped_bytes == 10 * BLOCK  # the last buffer is cut at max_bytes
+    assert cache.mapped_bytes == 10 * BLOCK
     assert cache.stats.used_bytes == 10 * BLOCK
     cache.close()
+
+
+def test_the_buffer_mapped_ahead_is_the_next_one_used() -> None:
+    cache = BlockArenaCache(64 * BLOCK, BLOCK, buffer_bytes=4 * BLOCK)
+    arena = cache._arena
+    first = cache.insert(b"a" * BLOCK)
+    assert arena._ahead is not None
+    ahead = arena._ahead.result()
+    second = cache.insert(b"b" * 4 * BLOCK)  # three blocks left in the first buffer
+    assert ahead in arena._buffers
+    assert cache.read(first, 0, BLOCK) == b"a" * BLOCK
+    assert cache.read(second, 0, 4 * BLOCK) == b"b" * 4 * BLOCK
+    cache.close()
+    assert ahead.closed
+    assert arena._mapper is None
 
 
 def test_an_insert_into_free_space_is_one_run_cut_only_at_buffer_edges() -> None:
