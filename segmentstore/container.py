@@ -19,7 +19,7 @@ from segmentstore.attributes import AttributeUpdate
 from segmentstore.cache_manager import CacheManager
 from segmentstore.commit_effects import CommitEffects
 from segmentstore.data_frame import FrameFormatError
-from segmentstore.durable_log import DurableLog
+from segmentstore.durable_log import DurableLog, cancelling
 from segmentstore.errors import (
     ContainerUnavailableError,
     EndOfSegmentError,
@@ -140,6 +140,7 @@ class SegmentContainer:
                 self._commit,
                 self._effects.retention.needed_sequence,
                 self._on_log_failure,
+                self._cache_manager.release,
             )
             # Before anything is served: bytes that Tier 2 got after the last checkpoint are
             # neither in the replayed index nor below the checkpointed storage lengths.
@@ -310,14 +311,18 @@ class SegmentContainer:
         # into the cache, which must never have to refuse them.
         manager = self._cache_manager
         reserved = manager.try_reserve(size) or await manager.reserve(size)
-        try:
-            # _process and DurableLog.process inlined: the hot path awaits the window itself.
-            durable_log = self._log
-            if durable_log is None or self.status is not _RUNNING:
-                raise ContainerUnavailableError(self.id, self.status.value)
-            await durable_log.submit(op, size)
-        finally:
+        # _process and DurableLog.process inlined: the hot path awaits the window itself.
+        durable_log = self._log
+        if durable_log is None or self.status is not _RUNNING:
             manager.release(reserved)
+            raise ContainerUnavailableError(self.id, self.status.value)
+        try:
+            # The Durable Log hands the reservation back once the append is settled.
+            await durable_log.submit(op, size, reserved)
+        except asyncio.CancelledError:
+            if cancelling():
+                raise
+            await durable_log.settled(op)
         if op.refusal is not None:
             raise op.refusal
         if op.duplicate:

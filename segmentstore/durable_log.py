@@ -10,6 +10,12 @@ frames in order; once every frame of a window is durable, the window's operation
 (applied to the durable metadata and the read index, through ``commit``) and its future is
 resolved. Acknowledgement order is therefore frame order.
 
+A caller that is cancelled while it awaits a window's future cancels that shared future (that is
+what a task's cancellation does to the future it awaits). Its operation goes on regardless, and
+the others sharing the window, woken with a ``CancelledError`` that is not theirs, wait for the
+window through :meth:`settled` instead: a rare path, which keeps the common one free of a
+future per operation.
+
 A metadata checkpoint is injected every ``checkpoint_every_frames`` frames or
 ``checkpoint_every_bytes`` bytes. After a checkpoint is durable, Tier 1 is truncated at the
 newest durable checkpoint that precedes every operation still needed (``needed_sequence``),
@@ -45,6 +51,13 @@ from tier1 import DataLogError, DataLogWriteError, DurableDataLog
 log = logging.getLogger(__name__)
 
 
+def cancelling() -> bool:
+    """Whether the current task is being cancelled, as opposed to woken by a ``CancelledError``
+    from a future that another task's cancellation cancelled."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
 @dataclass(slots=True)
 class _Window:
     """Operations enqueued together; they are acknowledged together."""
@@ -52,6 +65,9 @@ class _Window:
     future: asyncio.Future[None]
     ops: list[Operation] = field(default_factory=list)
     bytes: int = 0
+    reserved: int = 0  # cache room its operations hold, handed back when it is settled
+    # Futures of those waiting through settled(): resolved when the window is settled.
+    late: list[asyncio.Future[None]] = field(default_factory=list)
     # Filled by the processor:
     written: list[Operation] = field(default_factory=list)
     checkpoints: list[CheckpointOperation] = field(default_factory=list)  # among the written
@@ -68,6 +84,7 @@ class DurableLog:
         commit: Callable[[list[Operation]], None],
         needed_sequence: Callable[[], int | None],
         on_failure: Callable[[BaseException], None],
+        release: Callable[[int], None],
     ) -> None:
         self._container_id = container_id
         self._data_log = data_log
@@ -76,6 +93,7 @@ class DurableLog:
         self._commit = commit
         self._needed_sequence = needed_sequence
         self._on_failure = on_failure
+        self._release = release
         self._builder = DataFrameBuilder(settings.max_frame_bytes)
         # Read on every append.
         self._max_in_flight_bytes = settings.max_in_flight_bytes
@@ -119,20 +137,30 @@ class DurableLog:
     def queue_depth(self) -> int:
         return sum(len(w.ops) for w in self._queue)
 
-    async def process(self, op: Operation, size: int = 0) -> None:
-        """Enqueue ``op`` and return once it is durable and applied; raise if it was refused.
-        ``size`` is an append's payload size (back-pressure counts it)."""
-        await self.submit(op, size)
+    async def process(self, op: Operation) -> None:
+        """Enqueue ``op`` and return once it is durable and applied; raise if it was refused."""
+        try:
+            await self.submit(op)
+        except asyncio.CancelledError:
+            if cancelling():
+                raise
+            await self.settled(op)
         if op.refusal is not None:
             raise op.refusal
 
-    def submit(self, op: Operation, size: int = 0) -> Awaitable[None]:
-        """:meth:`process` without its last step, for the append path (one coroutine less per
+    def submit(self, op: Operation, size: int = 0, reserved: int = 0) -> Awaitable[None]:
+        """:meth:`process` without its last steps, for the append path (one coroutine less per
         append): the awaitable completes once ``op`` is durable and applied, or refused with
-        ``op.refusal`` set."""
+        ``op.refusal`` set. A ``CancelledError`` from it that is not the current task's own
+        (see :func:`cancelling`) means: wait for :meth:`settled`.
+
+        ``size`` is an append's payload size (back-pressure counts it). ``reserved`` is cache
+        room taken for ``op``: it goes back through ``release`` once ``op`` is settled
+        (acknowledged, refused or failed), or at once if ``op`` is not admitted."""
         if self._in_flight_bytes + size > self._max_in_flight_bytes:
-            return self._submit_when_room(op, size)
+            return self._submit_when_room(op, size, reserved)
         if self._failure is not None or self._closing:
+            self._release(reserved)
             raise self._unavailable()
         window = self._open
         if window is None:
@@ -142,6 +170,7 @@ class DurableLog:
                 self._wakeup.set_result(None)
         window.ops.append(op)
         window.bytes += size
+        window.reserved += reserved
         self._in_flight_bytes += size
         if window.bytes >= self._batch_seal_bytes:
             # Hand a full window to Tier 1 now rather than at the end of the loop iteration:
@@ -149,9 +178,28 @@ class DurableLog:
             self._drain()
         return window.future
 
-    async def _submit_when_room(self, op: Operation, size: int) -> None:
-        await self._wait_for_space(size)
-        await self.submit(op, size)
+    async def _submit_when_room(self, op: Operation, size: int, reserved: int) -> None:
+        try:
+            await self._wait_for_space(size)
+        except BaseException:
+            self._release(reserved)
+            raise
+        await self.submit(op, size, reserved)
+
+    async def settled(self, op: Operation) -> None:
+        """Wait until ``op`` is settled, after another caller's cancellation cancelled the
+        future :meth:`submit` returned for it; ``op.refusal`` then tells a refusal or a failure
+        from success."""
+        for window in (*self._queue, *self._in_flight):
+            if any(queued is op for queued in window.ops):
+                await self._late_wait(window)
+                return
+        # Not found: settled already.
+
+    async def _late_wait(self, window: _Window) -> None:
+        late: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        window.late.append(late)
+        await late
 
     async def checkpoint(self) -> None:
         """Write a metadata checkpoint now and wait until it is durable."""
@@ -163,8 +211,8 @@ class DurableLog:
         if self._task is None:
             return
         while (self._queue or self._in_flight) and self._failure is None:
-            tail = (self._queue or self._in_flight)[-1]
-            await asyncio.wait([tail.future])
+            # The tail's own future may have been cancelled by a caller: wait for the window.
+            await self._late_wait((self._queue or self._in_flight)[-1])
         if self._truncation is not None:
             await asyncio.wait([self._truncation])
         self._task.cancel()
@@ -264,11 +312,15 @@ class DurableLog:
                 self._fail(error)
                 return
             self._in_flight_bytes -= window.bytes
+            self._release(window.reserved)
             for checkpoint in window.checkpoints:
                 self._durable_checkpoints.append((checkpoint.sequence, checkpoint.address))
                 checkpointed = True
             if not window.future.done():
                 window.future.set_result(None)
+            for late in window.late:
+                if not late.done():
+                    late.set_result(None)
         if self._space is not None and not self._space.done():
             self._space.set_result(None)
         if checkpointed:
@@ -338,9 +390,18 @@ class DurableLog:
                 self._on_failure(error)
         unavailable = self._unavailable()
         for window in [*self._in_flight, *self._queue]:
+            self._release(window.reserved)
             if not window.future.done():
                 window.future.set_exception(unavailable)
                 window.future.exception()  # retrieved: nobody may be awaiting it
+            if window.late:
+                # Those waiting through settled() read the outcome from the operation.
+                for op in window.ops:
+                    if op.refusal is None:
+                        op.refusal = unavailable
+                for late in window.late:
+                    if not late.done():
+                        late.set_result(None)
         self._in_flight.clear()
         self._queue.clear()
         self._open = None

@@ -7,7 +7,16 @@ import os
 import time
 from pathlib import Path
 
-from segmentstore import SegmentStore, ThrottledError
+import pytest
+
+from segmentstore import (
+    BadOffsetError,
+    ContainerUnavailableError,
+    SegmentStore,
+    ThrottledError,
+)
+from segmentstore.metadata import ContainerMetadata
+from segmentstore.operations import AppendOperation
 
 MiB = 1 << 20
 CACHE = 16 * MiB
@@ -110,3 +119,39 @@ async def test_a_tail_reader_wakes_within_milliseconds(store: SegmentStore) -> N
         delays.append(time.perf_counter() - appended)
     delays.sort()
     assert delays[len(delays) // 2] < 0.05, delays
+
+
+async def test_cache_room_is_held_until_an_append_is_settled_however_it_ends(
+    store: SegmentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.create_segment("s")
+    manager = store.cache_manager
+    await store.append("s", b"acknowledged")
+    with pytest.raises(BadOffsetError):
+        await store.append("s", b"refused", expected_offset=0)
+    assert manager.reserved_bytes == 0
+
+    # A caller that stops waiting does not take its room back early: the append goes on, and
+    # its bytes still reach the cache when it commits.
+    abandoned = asyncio.ensure_future(store.append("s", b"abandoned"))
+    await asyncio.sleep(0)  # admitted into the Durable Log
+    abandoned.cancel()
+    assert manager.reserved_bytes > 0
+    await store.append("s", b"!")  # settles everything before it
+    assert manager.reserved_bytes == 0
+    assert bytes(await store.read("s", 0)) == b"acknowledgedabandoned!"
+
+    # A container that fails gives back the room of everything in flight.
+    prepare = AppendOperation.prepare
+
+    def failing_prepare(op: AppendOperation, metadata: ContainerMetadata) -> bool:
+        if bytes(op.data) == b"boom":
+            raise RuntimeError("injected")
+        return prepare(op, metadata)
+
+    monkeypatch.setattr(AppendOperation, "prepare", failing_prepare)
+    queued = [asyncio.ensure_future(store.append("s", b"queued")) for _ in range(3)]
+    with pytest.raises(ContainerUnavailableError):
+        await store.append("s", b"boom")
+    await asyncio.gather(*queued, return_exceptions=True)
+    assert manager.reserved_bytes == 0
