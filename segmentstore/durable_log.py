@@ -391,17 +391,16 @@ class DurableLog:
         unavailable = self._unavailable()
         for window in [*self._in_flight, *self._queue]:
             self._release(window.reserved)
+            # Whoever comes through settled(), now or later, reads the outcome from here.
+            for op in window.ops:
+                if op.refusal is None:
+                    op.refusal = unavailable
             if not window.future.done():
                 window.future.set_exception(unavailable)
                 window.future.exception()  # retrieved: nobody may be awaiting it
-            if window.late:
-                # Those waiting through settled() read the outcome from the operation.
-                for op in window.ops:
-                    if op.refusal is None:
-                        op.refusal = unavailable
-                for late in window.late:
-                    if not late.done():
-                        late.set_result(None)
+            for late in window.late:
+                if not late.done():
+                    late.set_result(None)
         self._in_flight.clear()
         self._queue.clear()
         self._open = None

@@ -11,7 +11,9 @@ import asyncio
 
 import pytest
 
-from segmentstore import SegmentSealedError, SegmentStore
+from segmentstore import ContainerUnavailableError, SegmentSealedError, SegmentStore
+from segmentstore.metadata import ContainerMetadata
+from segmentstore.operations import AppendOperation
 
 
 async def test_a_cancelled_append_does_not_fail_the_appends_sharing_its_window(
@@ -61,3 +63,28 @@ async def test_a_metadata_operation_sharing_the_window_of_a_cancelled_one_comple
     assert append.cancelled()
     with pytest.raises(SegmentSealedError):
         await store.append("s", b"y")
+
+
+async def test_a_window_that_fails_after_a_cancellation_fails_every_caller_in_it(
+    store: SegmentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window's shared future is cancelled, then the window fails before the others in it
+    # look again: they must learn of the failure, not take their appends for made.
+    await store.create_segment("s")
+    prepare = AppendOperation.prepare
+
+    def failing_prepare(op: AppendOperation, metadata: ContainerMetadata) -> bool:
+        if bytes(op.data) == b"boom":
+            raise RuntimeError("injected")
+        return prepare(op, metadata)
+
+    monkeypatch.setattr(AppendOperation, "prepare", failing_prepare)
+    cancelled = asyncio.ensure_future(store.append("s", b"a"))
+    other = asyncio.ensure_future(store.append("s", b"b"))
+    boom = asyncio.ensure_future(store.append("s", b"boom"))
+    await asyncio.sleep(0)  # all three admitted into one window
+    cancelled.cancel()
+    outcomes = await asyncio.gather(cancelled, other, boom, return_exceptions=True)
+    assert isinstance(outcomes[0], asyncio.CancelledError)
+    assert isinstance(outcomes[1], ContainerUnavailableError), outcomes[1]
+    assert isinstance(outcomes[2], ContainerUnavailableError), outcomes[2]
