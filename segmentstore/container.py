@@ -12,12 +12,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from enum import StrEnum
 
 from cache import CacheFullError
 from segmentstore.attributes import AttributeUpdate
 from segmentstore.cache_manager import CacheManager
 from segmentstore.commit_effects import CommitEffects
+from segmentstore.container_status import ContainerStatus
 from segmentstore.data_frame import FrameFormatError
 from segmentstore.durable_log import DurableLog, cancelling
 from segmentstore.errors import (
@@ -52,13 +52,6 @@ from tier1 import DataLogError, DurableDataLog
 from tier2 import Tier2Error
 
 log = logging.getLogger(__name__)
-
-
-class ContainerStatus(StrEnum):
-    STOPPED = "stopped"
-    RECOVERING = "recovering"
-    RUNNING = "running"
-    OFFLINE = "offline"
 
 
 # Looking an enum member up on its class costs about 80 ns: the append path reads this instead.
@@ -325,9 +318,7 @@ class SegmentContainer:
             await durable_log.settled(op)
         if op.refusal is not None:
             raise op.refusal
-        if op.duplicate:
-            return AppendResult(None, op.length_after, duplicate=True)
-        return AppendResult(op.offset, op.length_after)
+        return op.result()
 
     async def read(
         self, name: str, offset: int, max_length: int, wait_ms: int

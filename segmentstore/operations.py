@@ -27,6 +27,7 @@ from segmentstore.errors import (
     SegmentStoreError,
 )
 from segmentstore.metadata import ContainerMetadata, SegmentMetadata
+from segmentstore.segment_info import AppendResult
 
 Buffer = bytes | bytearray | memoryview
 
@@ -200,6 +201,12 @@ class AppendOperation(Operation):
         self.offset = segment.length
         self._change(metadata, segment)
         return True
+
+    def result(self) -> AppendResult:
+        """What the caller gets once the append is durable (or found to be a duplicate)."""
+        if self.duplicate:
+            return AppendResult(None, self.length_after, duplicate=True)
+        return AppendResult(self.offset, self.length_after)
 
     def apply(self, metadata: ContainerMetadata) -> None:
         segment = metadata.by_id.get(self.segment_id)

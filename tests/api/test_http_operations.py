@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from segmentstore.container import ContainerStatus
+from segmentstore.container_status import ContainerStatus
 
 CONTAINER_FIELDS = {
     "id", "epoch", "status", "segments", "tier1_bytes", "tier2_lag_bytes", "last_sequence",

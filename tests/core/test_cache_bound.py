@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from faults import fail_processing_of
 
 from segmentstore import (
     BadOffsetError,
@@ -15,8 +16,6 @@ from segmentstore import (
     SegmentStore,
     ThrottledError,
 )
-from segmentstore.metadata import ContainerMetadata
-from segmentstore.operations import AppendOperation
 
 MiB = 1 << 20
 CACHE = 16 * MiB
@@ -142,14 +141,7 @@ async def test_cache_room_is_held_until_an_append_is_settled_however_it_ends(
     assert bytes(await store.read("s", 0)) == b"acknowledgedabandoned!"
 
     # A container that fails gives back the room of everything in flight.
-    prepare = AppendOperation.prepare
-
-    def failing_prepare(op: AppendOperation, metadata: ContainerMetadata) -> bool:
-        if bytes(op.data) == b"boom":
-            raise RuntimeError("injected")
-        return prepare(op, metadata)
-
-    monkeypatch.setattr(AppendOperation, "prepare", failing_prepare)
+    fail_processing_of(monkeypatch, b"boom")
     queued = [asyncio.ensure_future(store.append("s", b"queued")) for _ in range(3)]
     with pytest.raises(ContainerUnavailableError):
         await store.append("s", b"boom")

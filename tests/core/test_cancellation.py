@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from faults import fail_processing_of
 
 from segmentstore import ContainerUnavailableError, SegmentSealedError, SegmentStore
-from segmentstore.metadata import ContainerMetadata
-from segmentstore.operations import AppendOperation
 
 
 async def test_a_cancelled_append_does_not_fail_the_appends_sharing_its_window(
@@ -71,14 +70,7 @@ async def test_a_window_that_fails_after_a_cancellation_fails_every_caller_in_it
     # The window's shared future is cancelled, then the window fails before the others in it
     # look again: they must learn of the failure, not take their appends for made.
     await store.create_segment("s")
-    prepare = AppendOperation.prepare
-
-    def failing_prepare(op: AppendOperation, metadata: ContainerMetadata) -> bool:
-        if bytes(op.data) == b"boom":
-            raise RuntimeError("injected")
-        return prepare(op, metadata)
-
-    monkeypatch.setattr(AppendOperation, "prepare", failing_prepare)
+    fail_processing_of(monkeypatch, b"boom")
     cancelled = asyncio.ensure_future(store.append("s", b"a"))
     other = asyncio.ensure_future(store.append("s", b"b"))
     boom = asyncio.ensure_future(store.append("s", b"boom"))

@@ -7,11 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+from faults import fail_processing_of
 
 from segmentstore import ContainerUnavailableError, SegmentStore
 from segmentstore.container_mapping import container_of
-from segmentstore.metadata import ContainerMetadata
-from segmentstore.operations import AppendOperation
 
 NAME = "scope/stream/0"  # container 3 of 4
 
@@ -85,18 +84,11 @@ async def test_a_bug_while_processing_fails_its_container_instead_of_hanging(
     # at once (not wait forever), only that container goes offline, and a restart recovers
     # everything acknowledged before.
     other = next(n for n in ("a", "foo", "segment") if container_of(n, 4) != 3)
-    prepare = AppendOperation.prepare
-
-    def failing_prepare(op: AppendOperation, metadata: ContainerMetadata) -> bool:
-        if bytes(op.data) == b"boom":
-            raise RuntimeError("injected")
-        return prepare(op, metadata)
-
     async with SegmentStore.open(tmp_path) as store:
         await store.create_segment(NAME)
         await store.create_segment(other)
         await store.append(NAME, b"kept")
-        monkeypatch.setattr(AppendOperation, "prepare", failing_prepare)
+        fail_processing_of(monkeypatch, b"boom")
         queued = [asyncio.ensure_future(store.append(NAME, b"queued")) for _ in range(3)]
         with pytest.raises(ContainerUnavailableError):
             await asyncio.wait_for(store.append(NAME, b"boom"), timeout=5)

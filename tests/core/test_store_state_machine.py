@@ -54,7 +54,7 @@ from segmentstore import (
     SegmentStoreError,
     SegmentTruncatedError,
 )
-from segmentstore.container import ContainerStatus
+from segmentstore.container_status import ContainerStatus
 
 # A small alphabet of plain names so that rules collide on the same segments; "/", "~", "." and
 # "-" are all legal name characters; two of the names land in each of the two containers.
