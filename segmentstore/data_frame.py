@@ -40,8 +40,9 @@ class FrameFormatError(Exception):
 class Frame:
     parts: list[Buffer] = field(default_factory=lambda: [_VERSION.pack(FORMAT_VERSION)])
     size: int = _VERSION.size
-    # Operations whose first byte is in this frame (they learn its address once durable).
-    starts: list[Operation] = field(default_factory=list)
+    # Operations that learn this frame's address once it is durable (``Operation.addressed``)
+    # and whose first byte is in it.
+    addressed: list[Operation] = field(default_factory=list)
     # Small entries' pieces not yet joined into one part: joined once, when the frame is
     # done or a large piece follows, so Tier 1 checksums and writes one buffer for them, and
     # each byte is copied once (growing a buffer per entry would copy it many times).
@@ -73,7 +74,6 @@ class DataFrameBuilder:
                 total = APPEND_HEADER.size + op.size
                 size = frame.size + _ENTRY.size + total
                 if total < _COPY_BELOW and size <= max_size:
-                    frame.starts.append(op)
                     frame.pending += (
                         pack(total, _WHOLE, APPEND_KIND, op.sequence, op.segment_id,
                              op.offset, op.time_ms, -1, 0),
@@ -89,7 +89,8 @@ class DataFrameBuilder:
         frame = self._current
         if frame is None or self._max - frame.size < _ENTRY.size + _MIN_USEFUL_ROOM:
             frame = self._new_frame()
-        frame.starts.append(op)
+        if op.addressed:
+            frame.addressed.append(op)
         size = frame.size + _ENTRY.size + total
         if total < _COPY_BELOW and size <= self._max:
             # The common small append: its pieces wait to be joined with the frame's others.

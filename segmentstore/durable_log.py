@@ -293,7 +293,7 @@ class DurableLog:
             self._fail(error)
             return
         address = future.result()
-        for op in frame.starts:
+        for op in frame.addressed:
             op.address = address
         self._frames_durable += 1
         self._complete_durable_windows()

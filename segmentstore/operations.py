@@ -58,11 +58,15 @@ class LogReplayError(Exception):
 class Operation:
     __slots__ = ("address", "refusal", "sequence", "time_ms")
     kind: ClassVar[Kind]
+    # Whether the processor tells it the Tier 1 address of its frame once durable (recovery
+    # tells every operation): only checkpoints need it, as the points Tier 1 is truncated at.
+    addressed: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.sequence = 0
         self.time_ms = 0
-        # Tier 1 address of the frame holding this operation's first byte, once durable.
+        # Tier 1 address of the frame holding its first byte: from recovery, or once durable if
+        # it is ``addressed``.
         self.address = -1
         # Why the processor refused it (prepare raised), if it did.
         self.refusal: SegmentStoreError | None = None
@@ -119,6 +123,7 @@ class CheckpointOperation(Operation):
 
     __slots__ = ("snapshot",)
     kind = Kind.CHECKPOINT
+    addressed = True
 
     def __init__(self, snapshot: dict[str, Any] | None = None) -> None:
         super().__init__()
