@@ -108,28 +108,28 @@ class BlockArenaCache(Cache):
         run_begin = ends[-2] if len(ends) > 1 else 0  # the entry's block where its last run begins
         last_first = starts[-1]
         spare = ends[-1] * block_bytes - length
+        one_copy = True  # the bytes land at the end of the last run
         if size > spare:
             blocks = (size - spare + block_bytes - 1) // block_bytes
             self._reserve(blocks)
             runs = self._arena.allocate(blocks)
             first, count = runs[0]
             if (
-                len(runs) > 1
-                or first != last_first + ends[-1] - run_begin
-                or not first % self._blocks_per_buffer
+                len(runs) == 1
+                and first == last_first + ends[-1] - run_begin
+                and first % self._blocks_per_buffer
             ):
+                # The new blocks follow the last run in its buffer (the usual case in an arena
+                # filled in order): the run grows.
+                ends[-1] += count
+            else:
                 self._add_runs(entry, runs)
                 self._write(entry, length, memoryview(source))
-                entry.length = length + size
-                self._stored_bytes += size
-                return length + size
-            # The new blocks follow the last run in its buffer (the usual case in an arena
-            # filled in order): the run grows and the bytes go in with one copy, as below.
-            ends[-1] += count
-        # The bytes land at the end of the last run.
-        buffer, first_in_buffer = divmod(last_first, self._blocks_per_buffer)
-        begin = (first_in_buffer - run_begin) * block_bytes + length
-        self._writable[buffer][begin : begin + size] = source
+                one_copy = False
+        if one_copy:
+            buffer, first_in_buffer = divmod(last_first, self._blocks_per_buffer)
+            begin = (first_in_buffer - run_begin) * block_bytes + length
+            self._writable[buffer][begin : begin + size] = source
         entry.length = length + size
         self._stored_bytes += size
         return length + size

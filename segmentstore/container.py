@@ -19,7 +19,7 @@ from segmentstore.cache_manager import CacheManager
 from segmentstore.commit_effects import CommitEffects
 from segmentstore.container_status import ContainerStatus
 from segmentstore.data_frame import FrameFormatError
-from segmentstore.durable_log import DurableLog, cancelling
+from segmentstore.durable_log import DurableLog
 from segmentstore.errors import (
     ContainerUnavailableError,
     EndOfSegmentError,
@@ -312,10 +312,8 @@ class SegmentContainer:
         try:
             # The Durable Log hands the reservation back once the append is settled.
             await durable_log.submit(op, size, reserved)
-        except asyncio.CancelledError:
-            if cancelling():
-                raise
-            await durable_log.settled(op)
+        except asyncio.CancelledError as cancelled:
+            await durable_log.settled(op, cancelled)
         if op.refusal is not None:
             raise op.refusal
         return op.result()

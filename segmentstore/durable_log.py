@@ -51,13 +51,6 @@ from tier1 import DataLogError, DataLogWriteError, DurableDataLog
 log = logging.getLogger(__name__)
 
 
-def cancelling() -> bool:
-    """Whether the current task is being cancelled, as opposed to woken by a ``CancelledError``
-    from a future that another task's cancellation cancelled."""
-    task = asyncio.current_task()
-    return task is None or task.cancelling() > 0
-
-
 @dataclass(slots=True)
 class _Window:
     """Operations enqueued together; they are acknowledged together."""
@@ -141,18 +134,15 @@ class DurableLog:
         """Enqueue ``op`` and return once it is durable and applied; raise if it was refused."""
         try:
             await self.submit(op)
-        except asyncio.CancelledError:
-            if cancelling():
-                raise
-            await self.settled(op)
+        except asyncio.CancelledError as cancelled:
+            await self.settled(op, cancelled)
         if op.refusal is not None:
             raise op.refusal
 
     def submit(self, op: Operation, size: int = 0, reserved: int = 0) -> Awaitable[None]:
         """:meth:`process` without its last steps, for the append path (one coroutine less per
         append): the awaitable completes once ``op`` is durable and applied, or refused with
-        ``op.refusal`` set. A ``CancelledError`` from it that is not the current task's own
-        (see :func:`cancelling`) means: wait for :meth:`settled`.
+        ``op.refusal`` set. A ``CancelledError`` from it goes to :meth:`settled`.
 
         ``size`` is an append's payload size (back-pressure counts it). ``reserved`` is cache
         room taken for ``op``: it goes back through ``release`` once ``op`` is settled
@@ -186,10 +176,14 @@ class DurableLog:
             raise
         await self.submit(op, size, reserved)
 
-    async def settled(self, op: Operation) -> None:
-        """Wait until ``op`` is settled, after another caller's cancellation cancelled the
-        future :meth:`submit` returned for it; ``op.refusal`` then tells a refusal or a failure
-        from success."""
+    async def settled(self, op: Operation, cancelled: asyncio.CancelledError) -> None:
+        """Handle ``cancelled``, raised by awaiting what :meth:`submit` returned for ``op``.
+        If the current task is being cancelled, it is re-raised. Else another caller's
+        cancellation cancelled the window's shared future: wait until ``op`` is settled
+        (``op.refusal`` then tells a refusal or a failure from success)."""
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise cancelled
         for window in (*self._queue, *self._in_flight):
             if any(queued is op for queued in window.ops):
                 await self._late_wait(window)
