@@ -6,12 +6,12 @@ STAMP  := $(VENV)/.installed
 EXTRAS ?= dev
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-fast lint bench clean
+.PHONY: help install run test test-fast lint typecheck-tree bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
@@ -28,10 +28,18 @@ test: $(STAMP) ## Run the whole test suite
 test-fast: $(STAMP) ## Run the suite without the slow kill and state-machine tests
 	$(BIN)/pytest -q -m "not slow"
 
-lint: $(STAMP) ## ruff and mypy
+lint: $(STAMP) typecheck-tree ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The package as it installs (setup.py maps tier1/ to segmentstore.tier1, ...), as symbolic
+# links, for mypy, which cannot follow that mapping.
+typecheck-tree:
+	@rm -rf .typecheck && mkdir -p .typecheck/segmentstore
+	@ln -s $(CURDIR)/segmentstore/* .typecheck/segmentstore/
+	@for folder in tier1 tier2 cache api jobs; do \
+		ln -s $(CURDIR)/$$folder .typecheck/segmentstore/$$folder; done
 
 bench: $(STAMP) ## Every benchmark, each with its same-run baseline (bench-*.json)
 	$(BIN)/segmentstore bench append --json bench-append.json
@@ -42,4 +50,4 @@ bench: $(STAMP) ## Every benchmark, each with its same-run baseline (bench-*.jso
 	$(BIN)/segmentstore bench spark --json bench-spark.json
 
 clean: ## Remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .typecheck

@@ -1,9 +1,10 @@
 """The HTTP API of API.md over the embedded store: FastAPI and uvicorn live here only.
 
-:func:`api.app.create_app` builds the app over a store its caller owns;
-:func:`api.server.serve` runs it with uvicorn, starting and closing the store in the lifespan.
+:func:`segmentstore.api.app.create_app` builds the app over a store its caller owns;
+:func:`segmentstore.api.server.serve` runs it with uvicorn, starting and closing the store in the
+lifespan.
 """
 
-from api.app import create_app
+from segmentstore.api.app import create_app
 
 __all__ = ["create_app"]

@@ -2,13 +2,14 @@
 
 ``create_app`` wires the routes, the one error mapping and four middlewares around a store
 that the caller owns: the caller starts it before requests arrive and closes it after (see
-:mod:`api.server`, which does both in the ASGI lifespan). A request passes, outermost first:
+:mod:`segmentstore.api.server`, which does both in the ASGI lifespan). A request passes, outermost
+first:
 
 1. metrics (times everything, refusals included);
 2. auth (``401``/``403`` before anything else is looked at);
 3. the body limit (``413`` before a large body is buffered);
 4. control characters in a segment path (``400 invalid_name``: ``$`` matches before ``\n``);
-5. routing, then the route, whose errors the handlers of :mod:`api.errors` map.
+5. routing, then the route, whose errors the handlers of :mod:`segmentstore.api.errors` map.
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ from contextlib import AbstractAsyncContextManager
 from fastapi import FastAPI, Security
 from fastapi.security import HTTPBearer
 
-from api.append_path import AppendFastPath
-from api.auth import TokenAuthMiddleware
-from api.bodies import BodyLimitMiddleware
-from api.errors import install_error_handlers
-from api.metrics import Metrics, MetricsMiddleware
-from api.paths import ControlCharacterMiddleware
-from api.routes.containers import containers_router
-from api.routes.data import data_router
-from api.routes.health import health_router
-from api.routes.segments import action_router, resource_router
+from segmentstore.api.append_path import AppendFastPath
+from segmentstore.api.auth import TokenAuthMiddleware
+from segmentstore.api.bodies import BodyLimitMiddleware
+from segmentstore.api.errors import install_error_handlers
+from segmentstore.api.metrics import Metrics, MetricsMiddleware
+from segmentstore.api.paths import ControlCharacterMiddleware
+from segmentstore.api.routes.containers import containers_router
+from segmentstore.api.routes.data import data_router
+from segmentstore.api.routes.health import health_router
+from segmentstore.api.routes.segments import action_router, resource_router
 from segmentstore.store import SegmentStore
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]

@@ -4,8 +4,9 @@
 and FastAPI's routing and parameter resolution cost several times what the durable append
 itself costs. :class:`AppendFastPath` therefore answers them before FastAPI routes anything,
 inside the same middlewares (metrics, auth, body limits, path checks), with errors from the
-same table (:func:`api.errors.error_response`). The FastAPI routes of ``api.routes.data`` stay
-for the OpenAPI document and call the same :func:`append_answer`, so both ways behave alike.
+same table (:func:`segmentstore.api.errors.error_response`). The FastAPI routes of
+``api.routes.data`` stay for the OpenAPI document and call the same :func:`append_answer`, so both
+ways behave alike.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.errors import BodyTooLarge, error_response
-from api.metrics import Metrics
+from segmentstore.api.errors import BodyTooLarge, error_response
+from segmentstore.api.metrics import Metrics
 from segmentstore.errors import InvalidArgumentError, SegmentStoreError
 from segmentstore.store import SegmentStore
 

@@ -21,7 +21,7 @@ from enum import IntEnum
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.errors import error_response
+from segmentstore.api.errors import error_response
 from segmentstore.errors import ForbiddenError, UnauthorizedError
 
 

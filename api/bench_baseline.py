@@ -1,8 +1,8 @@
 """The bare baseline of ``segmentstore bench http``: the store's data routes, and no store.
 
-Run as ``python -m api.bench_baseline`` (a child process, like the store's server) with the
-same uvicorn settings as ``segmentstore serve``, so that the benchmark's ratio store/bare is
-the cost of the store behind the same HTTP stack.
+Run as ``python -m segmentstore.api.bench_baseline`` (a child process, like the store's server)
+with the same uvicorn settings as ``segmentstore serve``, so that the benchmark's ratio store/bare
+is the cost of the store behind the same HTTP stack.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import uvloop
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from api.server import server_config
+from segmentstore.api.server import server_config
 
 app = FastAPI()
 HEADERS = {"Segment-Start-Offset": "0", "Segment-Length": "0", "Segment-Sealed": "false"}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import BodyTooLarge, error_response
+from segmentstore.api.errors import BodyTooLarge, error_response
 from segmentstore.errors import PayloadTooLargeError
 
 # Attribute updates are the largest JSON bodies: this holds thousands of them.

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.schemas import PUBLIC_STATUSES, public_status
-from segmentstore.container import SegmentContainer
+from segmentstore.api.schemas import PUBLIC_STATUSES, public_status
+from segmentstore.containers.container import SegmentContainer
 from segmentstore.store import SegmentStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -12,7 +12,7 @@ import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.errors import error_response
+from segmentstore.api.errors import error_response
 from segmentstore.errors import InvalidNameError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from segmentstore.container import SegmentContainer
-from segmentstore.container_status import ContainerStatus
+from segmentstore.containers.container import SegmentContainer
+from segmentstore.containers.status import ContainerStatus
 
 
 class _Request(BaseModel):

@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
 
-from api.app import create_app
+from segmentstore.api.app import create_app
 from segmentstore.store import SegmentStore
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cache.arena_cache import BlockArenaCache
-from cache.cache import Buffer, Cache, CacheStats
-from cache.errors import (
+from segmentstore.cache.arena_cache import BlockArenaCache
+from segmentstore.cache.cache import Buffer, Cache, CacheStats
+from segmentstore.cache.errors import (
     CacheClosedError,
     CacheEntryNotFoundError,
     CacheError,
@@ -22,7 +22,7 @@ from cache.errors import (
 )
 
 if TYPE_CHECKING:
-    from cache.lmdb_cache import LmdbCache
+    from segmentstore.cache.lmdb_cache import LmdbCache
 
 __all__ = [
     "BlockArenaCache",
@@ -41,7 +41,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # lmdb is an optional dependency: load it only for code that names LmdbCache.
     if name == "LmdbCache":
-        from cache.lmdb_cache import LmdbCache
+        from segmentstore.cache.lmdb_cache import LmdbCache
 
         return LmdbCache
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 
-from cache.arena import BlockArena, Run
-from cache.cache import DEFAULT_BLOCK_BYTES, Buffer, Cache, CacheStats
-from cache.errors import (
+from segmentstore.cache.arena import BlockArena, Run
+from segmentstore.cache.cache import DEFAULT_BLOCK_BYTES, Buffer, Cache, CacheStats
+from segmentstore.cache.errors import (
     CacheClosedError,
     CacheEntryNotFoundError,
     CacheFullError,

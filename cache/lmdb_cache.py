@@ -18,8 +18,8 @@ import tempfile
 
 import lmdb
 
-from cache.cache import DEFAULT_BLOCK_BYTES, Buffer, Cache, CacheStats
-from cache.errors import (
+from segmentstore.cache.cache import DEFAULT_BLOCK_BYTES, Buffer, Cache, CacheStats
+from segmentstore.cache.errors import (
     CacheClosedError,
     CacheEntryNotFoundError,
     CacheError,

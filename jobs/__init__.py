@@ -8,17 +8,18 @@
         .option("segments", "scope/stream/*")
         .load()
 
-Options (:mod:`jobs.options`): ``tier2`` and ``tier2.<backend option>``, ``segments`` (names,
-or prefixes ending in ``*``), ``mode`` (``events`` or ``bytes``), ``starting_offsets`` and
+Options (:mod:`segmentstore.jobs.options`): ``tier2`` and ``tier2.<backend option>``, ``segments``
+(names, or prefixes ending in ``*``), ``mode`` (``events`` or ``bytes``), ``starting_offsets`` and
 ``ending_offsets`` (``earliest``/``latest`` or JSON ``{"segment": offset}``),
-``fail_on_data_loss`` (default ``true``). Columns (:mod:`jobs.schema`): ``segment``,
+``fail_on_data_loss`` (default ``true``). Columns (:mod:`segmentstore.jobs.schema`): ``segment``,
 ``offset``, ``event`` (or ``data`` in bytes mode), ``chunk``.
 
 A scan is a consistent snapshot: each manifest is read once, when Spark plans the query, and
 nothing past its storage length is returned; events are returned whole or not at all. The
-jobs of ``segmentstore spark`` (``stats``, ``export``, ``compact``) are in :mod:`jobs.stats`,
-:mod:`jobs.export` and :mod:`jobs.compact`. This package imports only ``tier2`` of the
-project, and is the only one that imports ``pyspark``.
+jobs of ``segmentstore spark`` (``stats``, ``export``, ``compact``) are in
+:mod:`segmentstore.jobs.stats`, :mod:`segmentstore.jobs.export` and
+:mod:`segmentstore.jobs.compact`. This package imports only ``tier2`` of the project, and is the
+only one that imports ``pyspark``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,6 @@ __all__ = ["register"]
 
 def register(spark: SparkSession) -> None:
     """Make ``spark.read.format("segmentstore")`` available on ``spark``."""
-    from jobs.datasource import SegmentStoreDataSource
+    from segmentstore.jobs.datasource import SegmentStoreDataSource
 
     spark.dataSource.register(SegmentStoreDataSource)

@@ -2,9 +2,9 @@
 pyarrow reading and decoding the same chunks in one process, in the same run.
 
 The data is written straight into a local Tier 2 as the Storage Writer lays it out
-(:mod:`jobs.synthetic`: chunks that cut events, time index sidecars, manifests). The baseline
-reads every chunk whole with ``pyarrow.fs`` and decodes it with the same framing code into the
-same Arrow batches, one process, no Spark. The data source runs on a local session; Spark's
+(:mod:`segmentstore.jobs.synthetic`: chunks that cut events, time index sidecars, manifests). The
+baseline reads every chunk whole with ``pyarrow.fs`` and decodes it with the same framing code into
+the same Arrow batches, one process, no Spark. The data source runs on a local session; Spark's
 scan is timed as a ``noop`` write (every row of every column is produced, nothing is stored),
 after ``warmups`` untimed scans: the JVM needs a few scans of this size to compile its hot
 paths (the first is 2-3 times slower than the fifth), and a long scan runs compiled. Both
@@ -23,9 +23,9 @@ from typing import Any, TextIO
 
 import pyarrow.fs as pafs
 
-from jobs.framing import events_batch, walk_events
-from jobs.synthetic import framed_appends, write_segment
-from tier2 import SegmentManifest, open_chunk_storage
+from segmentstore.jobs.framing import events_batch, walk_events
+from segmentstore.jobs.synthetic import framed_appends, write_segment
+from segmentstore.tier2 import SegmentManifest, open_chunk_storage
 
 MiB = 1 << 20
 
@@ -115,7 +115,9 @@ def run(
         say(f"  {', '.join(f'{s:.2f} s' for s in baseline)}")
 
         say(f"starting Spark ({master}) ...")
-        from jobs.session import start_session  # only now: the baseline never loads Spark
+        from segmentstore.jobs.session import (
+            start_session,  # only now: the baseline never loads Spark
+        )
 
         begun = time.perf_counter()
         spark = start_session(master, "segmentstore-bench")

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.compact import compact_events
-from jobs.export import export_events
-from jobs.progress import Progress
-from jobs.session import start_session
-from jobs.stats import segment_stats
+from segmentstore.jobs.compact import compact_events
+from segmentstore.jobs.export import export_events
+from segmentstore.jobs.progress import Progress
+from segmentstore.jobs.session import start_session
+from segmentstore.jobs.stats import segment_stats
 
 JOBS = ("stats", "export", "compact")
 

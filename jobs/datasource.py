@@ -2,9 +2,10 @@
 
 Spark calls :meth:`SegmentStoreDataSource.reader` and :meth:`SegmentStoreReader.partitions`
 once, on the driver, when it plans the query: that is where the manifests are read (the
-snapshot) and the scan is cut into partitions (:mod:`jobs.planner`). Each partition then
-travels to an executor, which reads it with :func:`jobs.partition_reader.read_partition` and
-never reads a manifest. Options: :mod:`jobs.options`; columns: :mod:`jobs.schema`.
+snapshot) and the scan is cut into partitions (:mod:`segmentstore.jobs.planner`). Each partition
+then travels to an executor, which reads it with
+:func:`segmentstore.jobs.partition_reader.read_partition` and never reads a manifest. Options:
+:mod:`segmentstore.jobs.options`; columns: :mod:`segmentstore.jobs.schema`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from jobs.options import ScanOptions
-from jobs.partition_reader import read_partition
-from jobs.planner import ScanPartition, plan_scan
-from jobs.schema import BYTES_DDL, EVENTS_DDL
-from jobs.storage_cache import open_storage
+from segmentstore.jobs.options import ScanOptions
+from segmentstore.jobs.partition_reader import read_partition
+from segmentstore.jobs.planner import ScanPartition, plan_scan
+from segmentstore.jobs.schema import BYTES_DDL, EVENTS_DDL
+from segmentstore.jobs.storage_cache import open_storage
 
 
 class SegmentStoreDataSource(DataSource):

@@ -12,8 +12,8 @@ from typing import Any
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.progress import Progress
-from jobs.scan import read_events
+from segmentstore.jobs.progress import Progress
+from segmentstore.jobs.scan import read_events
 
 
 def export_events(

@@ -14,8 +14,8 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.errors import BrokenFramingError
-from jobs.schema import BYTES_SCHEMA, EVENTS_SCHEMA
+from segmentstore.jobs.errors import BrokenFramingError
+from segmentstore.jobs.schema import BYTES_SCHEMA, EVENTS_SCHEMA
 
 HEADER = struct.Struct(">ii")
 EVENT_TYPE = 0

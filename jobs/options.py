@@ -2,7 +2,8 @@
 
 =========================== ===============================================================
 ``tier2``                   the Tier 2 URI (``file:///path``, ``s3://bucket/prefix``, ...)
-``tier2.<option>``          a backend option of :func:`tier2.open_chunk_storage`, as text:
+``tier2.<option>``          a backend option of :func:`segmentstore.tier2.open_chunk_storage`, as
+text:
                             ``tier2.endpoint_url``, ``tier2.access_key``,
                             ``tier2.secret_key``, ``tier2.region``, ``tier2.session_token``...
 ``segments``                comma-separated names; an item ending in ``*`` is a name prefix
@@ -27,7 +28,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from jobs.errors import ScanOptionsError
+from segmentstore.jobs.errors import ScanOptionsError
 
 EARLIEST = -2
 LATEST = -1

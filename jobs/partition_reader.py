@@ -19,10 +19,10 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from jobs.errors import BrokenFramingError, DataLossError
-from jobs.framing import bytes_batch, events_batch, walk_events
-from jobs.planner import ScanPartition
-from tier2 import ChunkInfo, ChunkNotFoundError, ChunkRangeError, ChunkStorage
+from segmentstore.jobs.errors import BrokenFramingError, DataLossError
+from segmentstore.jobs.framing import bytes_batch, events_batch, walk_events
+from segmentstore.jobs.planner import ScanPartition
+from segmentstore.tier2 import ChunkInfo, ChunkNotFoundError, ChunkRangeError, ChunkStorage
 
 log = logging.getLogger(__name__)
 

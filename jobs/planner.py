@@ -7,11 +7,11 @@ Reads are clamped to ``[start_offset, storage_length)`` of that snapshot.
 In ``bytes`` mode a partition is one chunk. In ``events`` mode a chunk may begin inside an
 event (the Storage Writer splits appends where chunks roll), so a partition may only begin
 where an event is known to begin: the first at the scan's starting offset, each later one at
-the first append boundary that a chunk's time index sidecar records (:mod:`tier2.time_index`;
-appends made by ``:appendEvents`` are whole events). A chunk with no such boundary joins the
-partition before it. Nothing here is trusted blindly: each partition must decode exactly up to
-the start of the next (:mod:`jobs.partition_reader`), which proves every split by induction
-from the first.
+the first append boundary that a chunk's time index sidecar records
+(:mod:`segmentstore.tier2.time_index`; appends made by ``:appendEvents`` are whole events). A chunk
+with no such boundary joins the partition before it. Nothing here is trusted blindly: each
+partition must decode exactly up to the start of the next
+(:mod:`segmentstore.jobs.partition_reader`), which proves every split by induction from the first.
 
 Chunks that the manifest names but Tier 2 lacks, and requested offsets below the start offset
 (truncated bytes), are data loss: an error, or with ``fail_on_data_loss=false`` a warning and
@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from jobs.errors import DataLossError, ScanOptionsError
-from jobs.options import EARLIEST, LATEST, ScanOptions
-from tier2 import (
+from segmentstore.jobs.errors import DataLossError, ScanOptionsError
+from segmentstore.jobs.options import EARLIEST, LATEST, ScanOptions
+from segmentstore.tier2 import (
     ChunkInfo,
     ChunkStorage,
     ManifestStore,

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.options import ScanOptions
-from jobs.planner import ScanPlan, plan_scan
-from tier2 import open_chunk_storage
+from segmentstore.jobs.options import ScanOptions
+from segmentstore.jobs.planner import ScanPlan, plan_scan
+from segmentstore.tier2 import open_chunk_storage
 
 
 def read_events(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from jobs import register
+from segmentstore.jobs import register
 
 DEFAULT_MASTER = "local[2]"
 

@@ -10,8 +10,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from jobs.progress import Progress
-from jobs.scan import pinned_scan
+from segmentstore.jobs.progress import Progress
+from segmentstore.jobs.scan import pinned_scan
 
 
 def segment_stats(

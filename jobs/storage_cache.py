@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from tier2 import ChunkStorage, open_chunk_storage
+from segmentstore.tier2 import ChunkStorage, open_chunk_storage
 
 _lock = threading.Lock()
 _open: dict[tuple[str, tuple[tuple[str, str], ...]], ChunkStorage] = {}

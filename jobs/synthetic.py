@@ -12,8 +12,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from tier2 import ChunkInfo, ChunkStorage, ManifestStore, SegmentManifest, chunk_key, time_index_key
-from tier2.time_index import TimeIndexEntry, encode_entries
+from segmentstore.tier2 import (
+    ChunkInfo,
+    ChunkStorage,
+    ManifestStore,
+    SegmentManifest,
+    chunk_key,
+    time_index_key,
+)
+from segmentstore.tier2.time_index import TimeIndexEntry, encode_entries
 
 HEADER = struct.Struct(">ii")
 

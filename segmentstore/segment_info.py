@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from segmentstore.metadata import SegmentMetadata
+if TYPE_CHECKING:  # the client imports these results without the store's code
+    from segmentstore.metadata.container_metadata import SegmentMetadata
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,24 +1,75 @@
-"""The layer arrows of DESIGN.md: leaves import nothing of the project; frameworks stay put."""
+"""The layer arrows of DESIGN.md, and the arrows inside the core, checked on every source file.
+
+Every folder installs under one package, ``segmentstore`` (setup.py): ``tier1/`` is
+``segmentstore.tier1`` and so on. A module belongs to the *unit* of the longest prefix below
+that its installed name starts with; a unit may import only the units it is allowed.
+"""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = {"segmentstore", "tier1", "tier2", "cache", "api", "jobs"}
-# package -> project packages it may import
-ALLOWED = {
-    "tier1": {"tier1"},
-    "tier2": {"tier2"},
-    "cache": {"cache"},
-    "segmentstore": {"segmentstore", "tier1", "tier2", "cache"},
-    "api": {"api", "segmentstore"},
-    "jobs": {"jobs", "tier2"},
+# installed package -> repository folder (setup.py's ROOTS)
+FOLDERS = {
+    "segmentstore": "segmentstore",
+    "segmentstore.tier1": "tier1",
+    "segmentstore.tier2": "tier2",
+    "segmentstore.cache": "cache",
+    "segmentstore.api": "api",
+    "segmentstore.jobs": "jobs",
 }
-# third-party package -> the only project packages that may import it
+# module prefix -> unit; the longest prefix wins, and "segmentstore" itself is the vocabulary
+# every part shares (errors, names, settings, results)
+UNITS = {
+    "segmentstore": "vocabulary",
+    "segmentstore.tier1": "tier1",
+    "segmentstore.tier2": "tier2",
+    "segmentstore.cache": "cache",
+    "segmentstore.metadata": "metadata",
+    "segmentstore.logs": "logs",
+    "segmentstore.reading": "reading",
+    "segmentstore.writer": "writer",
+    "segmentstore.containers": "containers",
+    "segmentstore.store": "store",
+    "segmentstore.config": "config",
+    "segmentstore.api": "api",
+    "segmentstore.jobs": "jobs",
+    "segmentstore.client": "client",
+    "segmentstore.bench": "bench",
+    "segmentstore.cli": "cli",
+}
+STORAGE = {"tier1", "tier2", "cache"}
+CORE = {"metadata", "logs", "reading", "writer", "containers", "store"}
+# unit -> the units it may import (besides itself)
+ALLOWED = {
+    "tier1": set(),
+    "tier2": set(),
+    "cache": set(),
+    "vocabulary": {"metadata"},  # segment_info describes a SegmentMetadata (types only)
+    "metadata": {"vocabulary", "tier2"},
+    "logs": {"vocabulary", "metadata", "tier1"},
+    "reading": {"vocabulary", "metadata", "logs", "tier2", "cache"},
+    "writer": {"vocabulary", "metadata", "logs", "tier2"},
+    "containers": {"vocabulary", *CORE - {"store"}, *STORAGE},
+    "store": {"vocabulary", *CORE, *STORAGE},
+    "config": {"vocabulary"},
+    "api": {"vocabulary", "store", "containers"},
+    "jobs": {"tier2"},
+    # the client's few imports are plain data: test_client_package proves no backend loads
+    "client": {"vocabulary", "metadata", "reading"},
+    "bench": {"vocabulary", "store", "containers", "client", "tier2"},
+    "cli": {"vocabulary", "config", "store", "bench", "tier2", "api", "jobs"},
+}
+PACKAGE_SURFACE = {"vocabulary", "metadata", "store"}  # what segmentstore/__init__ re-exports
+# the composition root imports these only inside functions, so that `segmentstore tier2 cat`
+# never loads FastAPI or Spark
+LAZY_FOR_CLI = {"api", "jobs", "bench", "store"}
+# third-party package -> the only units that may import it
 FRAMEWORKS = {
     "fastapi": {"api"},
     "uvicorn": {"api"},
@@ -29,33 +80,102 @@ FRAMEWORKS = {
     "botocore": {"tier1", "tier2"},
     "lmdb": {"cache"},
 }
-COMPOSITION_ROOT = ROOT / "segmentstore" / "cli.py"  # may import api/ and jobs/ (lazily)
+# names that only exist in the repository, never installed: importing them is a bug
+UNINSTALLED = {"tier1", "tier2", "cache", "api", "jobs"}
 
 
-def imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def unit_of(module: str) -> str:
+    prefix = max(
+        (p for p in UNITS if module == p or module.startswith(p + ".")), key=len, default=""
+    )
+    return UNITS[prefix] if prefix else ""
+
+
+def module_of(path: Path) -> str:
+    relative = path.relative_to(ROOT)
+    package = next(p for p, folder in FOLDERS.items() if relative.parts[0] == folder)
+    parts = relative.with_suffix("").parts[1:]
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join((package, *parts))
+
+
+def project_imports(tree: ast.Module, module: str) -> Iterator[tuple[str, ast.stmt, bool]]:
+    """(imported module, statement, at module level) for every import in the file."""
+    top_level = {id(node) for node in tree.body}
+    top_level |= {
+        id(child)
+        for node in tree.body
+        if isinstance(node, ast.If)  # `if TYPE_CHECKING:` blocks count as module level
+        for child in node.body
+    }
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
+            for alias in node.names:
+                yield alias.name, node, id(node) in top_level
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.level:
+                base = module.rsplit(".", node.level)[0]
+                yield f"{base}.{node.module}", node, id(node) in top_level
+            else:
+                yield node.module, node, id(node) in top_level
+                if node.module == "segmentstore":  # `from segmentstore import tier2`
+                    for alias in node.names:
+                        yield f"segmentstore.{alias.name}", node, id(node) in top_level
+
+
+SOURCES = sorted(p for folder in FOLDERS.values() for p in (ROOT / folder).rglob("*.py"))
+
+
+def violations(source: str, module: str, name: str) -> list[str]:
+    unit = unit_of(module)
+    allowed = {unit} | (PACKAGE_SURFACE if module == "segmentstore" else ALLOWED[unit])
+    found = []
+    for imported, node, at_top in project_imports(ast.parse(source, name), module):
+        root = imported.split(".")[0]
+        where = f"{name}:{node.lineno}"
+        if root in UNINSTALLED:
+            found.append(f"{where} imports {imported}: it installs as segmentstore.{imported}")
+        elif root == "segmentstore":
+            target = unit_of(imported)
+            if target not in allowed:
+                found.append(f"{where}: {unit} may not import {target} ({imported})")
+            elif unit == "cli" and target in LAZY_FOR_CLI and at_top:
+                found.append(f"{where}: the command line imports {imported} lazily")
+        elif root in FRAMEWORKS and unit not in FRAMEWORKS[root]:
+            found.append(f"{where}: {unit} may not import {root}")
     return found
-
-
-SOURCES = sorted(p for pkg in ALLOWED for p in (ROOT / pkg).rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_imports_follow_the_layers(path: Path) -> None:
-    package = path.relative_to(ROOT).parts[0]
-    used = imports(path)
-    allowed = ALLOWED[package] | ({"api", "jobs"} if path == COMPOSITION_ROOT else set())
-    assert used & PROJECT <= allowed, f"{path} imports {sorted(used & PROJECT - allowed)}"
-    for framework, owners in FRAMEWORKS.items():
-        assert framework not in used or package in owners, f"{path} imports {framework}"
+    found = violations(path.read_text(), module_of(path), str(path.relative_to(ROOT)))
+    assert not found, "\n".join(found)
+
+
+def test_every_module_belongs_to_a_unit() -> None:
+    assert all(unit_of(module_of(path)) for path in SOURCES)
+
+
+@pytest.mark.parametrize(
+    ("module", "statement", "complaint"),
+    [
+        ("segmentstore.logs.x", "from segmentstore.reading.read_index import X", "logs may not"),
+        ("segmentstore.logs.x", "from segmentstore.writer import storage_writer", "logs may not"),
+        ("segmentstore.reading.x", "from segmentstore.containers import x", "reading may not"),
+        ("segmentstore.writer.x", "import segmentstore.containers.container", "writer may not"),
+        ("segmentstore.tier1.x", "from segmentstore.errors import E", "tier1 may not"),
+        ("segmentstore.tier2.x", "from tier2 import ChunkStorage", "installs as"),
+        ("segmentstore.containers.x", "import fastapi", "may not import fastapi"),
+        ("segmentstore.cli", "from segmentstore.api.server import serve", "lazily"),
+    ],
+)
+def test_a_bad_import_is_caught(module: str, statement: str, complaint: str) -> None:
+    (found,) = violations(statement + "\n", module, "bad.py")
+    assert complaint in found
 
 
 def test_environment_is_read_only_by_the_composition_root() -> None:
     for path in SOURCES:
-        if path != COMPOSITION_ROOT:
+        if unit_of(module_of(path)) != "cli":
             assert "os.environ" not in path.read_text(), path

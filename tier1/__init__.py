@@ -4,7 +4,7 @@ A leaf package: it imports nothing else of the project. The core talks to it thr
 :class:`DurableDataLog` and translates :class:`DataLogError` leaves at its boundary.
 """
 
-from tier1.errors import (
+from segmentstore.tier1.errors import (
     DataLogClosedError,
     DataLogCorruptionError,
     DataLogError,
@@ -12,8 +12,8 @@ from tier1.errors import (
     DataLogLockedError,
     DataLogWriteError,
 )
-from tier1.local import LocalDurableDataLog
-from tier1.log import DurableDataLog, LogRecord
+from segmentstore.tier1.local import LocalDurableDataLog
+from segmentstore.tier1.log import DurableDataLog, LogRecord
 
 __all__ = [
     "DataLogClosedError",

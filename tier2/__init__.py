@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tier2.chunk_storage import Buffer, ChunkStorage, open_chunk_storage
-from tier2.errors import (
+from segmentstore.tier2.chunk_storage import Buffer, ChunkStorage
+from segmentstore.tier2.errors import (
     BadChunkOffsetError,
     ChunkExistsError,
     ChunkNotFoundError,
@@ -28,15 +28,16 @@ from tier2.errors import (
     Tier2IOError,
     Tier2UnavailableError,
 )
-from tier2.file_storage import FileChunkStorage
-from tier2.layout import chunk_key, manifest_key, segment_key, time_index_key
-from tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest
-from tier2.segment_reader import SegmentReader
-from tier2.time_index import TimeIndexEntry, read_time_index
+from segmentstore.tier2.factory import open_chunk_storage
+from segmentstore.tier2.file_storage import FileChunkStorage
+from segmentstore.tier2.layout import chunk_key, manifest_key, segment_key, time_index_key
+from segmentstore.tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest
+from segmentstore.tier2.segment_reader import SegmentReader
+from segmentstore.tier2.time_index import TimeIndexEntry, read_time_index
 
 if TYPE_CHECKING:
-    from tier2.hdfs_storage import HdfsChunkStorage
-    from tier2.s3_storage import S3ChunkStorage
+    from segmentstore.tier2.hdfs_storage import HdfsChunkStorage
+    from segmentstore.tier2.s3_storage import S3ChunkStorage
 
 __all__ = [
     "BadChunkOffsetError",
@@ -74,11 +75,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # boto3 and pyarrow load only for code that names their adapters (or opens their URIs).
     if name == "S3ChunkStorage":
-        from tier2.s3_storage import S3ChunkStorage
+        from segmentstore.tier2.s3_storage import S3ChunkStorage
 
         return S3ChunkStorage
     if name == "HdfsChunkStorage":
-        from tier2.hdfs_storage import HdfsChunkStorage
+        from segmentstore.tier2.hdfs_storage import HdfsChunkStorage
 
         return HdfsChunkStorage
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

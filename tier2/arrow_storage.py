@@ -8,8 +8,13 @@ from abc import abstractmethod
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from tier2.chunk_storage import ChunkStorage, check_key, check_range
-from tier2.errors import ChunkNotFoundError, ChunkRangeError, Tier2ClosedError, Tier2Error
+from segmentstore.tier2.chunk_storage import ChunkStorage, check_key, check_range
+from segmentstore.tier2.errors import (
+    ChunkNotFoundError,
+    ChunkRangeError,
+    Tier2ClosedError,
+    Tier2Error,
+)
 
 # What pyarrow raises: OSError (ArrowIOError is one) for I/O, other ArrowExceptions otherwise.
 ARROW_ERRORS = (OSError, pa.ArrowException)

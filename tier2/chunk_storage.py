@@ -1,9 +1,12 @@
-"""The chunk storage contract that every Tier 2 backend honours, and the URI that picks one.
+"""The chunk storage contract that every Tier 2 backend honours.
+
+The implementations are chosen by URI in :mod:`segmentstore.tier2.factory`.
 
 A chunk storage is a flat namespace of *objects* named by *keys* under one root (a directory, a
 bucket prefix, an HDFS path). Keys are ``/``-separated components of ``A-Z a-z 0-9 . _ -`` that
 do not start with ``.`` (names starting with ``.`` are the backends' own temporary and lock
-files), at most 1024 characters: :mod:`tier2.layout` makes them. Two kinds of object live there:
+files), at most 1024 characters: :mod:`segmentstore.tier2.layout` makes them. Two kinds of object
+live there:
 
 * **Chunks**, written with :meth:`ChunkStorage.create` and, where ``supports_append``,
   :meth:`ChunkStorage.append`, read by range.
@@ -39,10 +42,7 @@ from __future__ import annotations
 import hashlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from tier2.errors import InvalidTier2UriError
+from collections.abc import Sequence
 
 Buffer = bytes | bytearray | memoryview
 
@@ -134,38 +134,3 @@ class ChunkStorage(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the backend's clients. Idempotent; other calls then raise Tier2ClosedError."""
-
-
-def open_chunk_storage(uri: str, *, options: Mapping[str, Any] | None = None) -> ChunkStorage:
-    """The chunk storage for ``uri``, chosen by its scheme.
-
-    * ``file:///abs/path`` or a bare path: a local directory (created if missing). No options.
-    * ``s3://bucket[/prefix]``: options ``endpoint_url``, ``region``, ``access_key``,
-      ``secret_key``, ``session_token``, ``create_bucket`` (default False), ``connect_timeout_s``,
-      ``request_timeout_s``, ``max_attempts``, ``multipart_threshold_bytes``,
-      ``multipart_part_bytes`` (see :class:`tier2.s3_storage.S3Options`).
-    * ``hdfs://host:port/path``: options ``user``, ``replication``, ``lock_wait_s``. Needs
-      libhdfs and a JVM; without them this raises ``Tier2UnavailableError`` saying so.
-
-    Raises ``InvalidTier2UriError`` for an unknown scheme, a malformed URI or an unknown option.
-    Backend libraries are imported only for the scheme asked for.
-    """
-    from tier2.location import Tier2Location
-
-    location = Tier2Location.parse(uri)
-    given = dict(options or {})
-    if location.scheme == "file":
-        from tier2.file_storage import FileChunkStorage
-
-        if given:
-            raise InvalidTier2UriError(uri, f"file:// takes no options, got {sorted(given)}")
-        return FileChunkStorage(location.path)
-    if location.scheme == "s3":
-        from tier2.s3_storage import S3ChunkStorage, S3Options
-
-        return S3ChunkStorage(location.host, location.path, S3Options.parse(uri, given))
-    from tier2.hdfs_storage import HdfsChunkStorage, HdfsOptions
-
-    return HdfsChunkStorage(
-        location.host, location.port, location.path, HdfsOptions.parse(uri, given)
-    )

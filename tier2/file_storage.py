@@ -28,8 +28,14 @@ import stat
 from collections.abc import Sequence
 from contextlib import suppress
 
-from tier2.chunk_storage import Buffer, ChunkStorage, check_key, check_range, content_version
-from tier2.errors import (
+from segmentstore.tier2.chunk_storage import (
+    Buffer,
+    ChunkStorage,
+    check_key,
+    check_range,
+    content_version,
+)
+from segmentstore.tier2.errors import (
     BadChunkOffsetError,
     ChunkExistsError,
     ChunkNotFoundError,
@@ -40,7 +46,7 @@ from tier2.errors import (
     Tier2IOError,
     Tier2UnavailableError,
 )
-from tier2.local_files import (
+from segmentstore.tier2.local_files import (
     fsync_directory,
     locked,
     make_directories,

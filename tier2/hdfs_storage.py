@@ -38,9 +38,9 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from tier2.arrow_storage import ARROW_ERRORS, ArrowChunkStorage
-from tier2.chunk_storage import Buffer, check_range, content_version
-from tier2.errors import (
+from segmentstore.tier2.arrow_storage import ARROW_ERRORS, ArrowChunkStorage
+from segmentstore.tier2.chunk_storage import Buffer, check_range, content_version
+from segmentstore.tier2.errors import (
     BadChunkOffsetError,
     ChunkExistsError,
     ChunkNotFoundError,

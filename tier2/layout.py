@@ -52,7 +52,7 @@ def manifest_key(name: str) -> str:
 
 
 def time_index_key(chunk_key: str) -> str:
-    """The sparse time index sidecar of a chunk (:mod:`tier2.time_index`)."""
+    """The sparse time index sidecar of a chunk (:mod:`segmentstore.tier2.time_index`)."""
     return chunk_key + TIME_INDEX_SUFFIX
 
 

@@ -13,7 +13,7 @@ import stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from tier2.chunk_storage import Buffer
+from segmentstore.tier2.chunk_storage import Buffer
 
 _IOV_MAX = 1024
 # How often a writer recreates a directory that a concurrent delete removed (it was empty).

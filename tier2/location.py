@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from tier2.chunk_storage import check_key
-from tier2.errors import InvalidTier2UriError
+from segmentstore.tier2.chunk_storage import check_key
+from segmentstore.tier2.errors import InvalidTier2UriError
 
 DEFAULT_HDFS_PORT = 8020
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")

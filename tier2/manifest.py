@@ -17,9 +17,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
-from tier2.chunk_storage import ChunkStorage, check_key
-from tier2.errors import FencedError, InvalidManifestError, ManifestConflictError
-from tier2.layout import manifest_key
+from segmentstore.tier2.chunk_storage import ChunkStorage, check_key
+from segmentstore.tier2.errors import FencedError, InvalidManifestError, ManifestConflictError
+from segmentstore.tier2.layout import manifest_key
 
 FORMAT_VERSION = 1
 _FIELDS = {

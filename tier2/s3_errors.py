@@ -12,7 +12,12 @@ import re
 
 import botocore.exceptions as boto_errors
 
-from tier2.errors import ChunkNotFoundError, Tier2Error, Tier2IOError, Tier2UnavailableError
+from segmentstore.tier2.errors import (
+    ChunkNotFoundError,
+    Tier2Error,
+    Tier2IOError,
+    Tier2UnavailableError,
+)
 
 # The AWS C++ SDK's names (aws/core/client/CoreErrors.h) of errors worth retrying.
 _TRANSIENT_ARROW_TYPES = frozenset(

@@ -26,9 +26,9 @@ import botocore.exceptions as boto_errors
 import pyarrow.fs as pafs
 from botocore.config import Config
 
-from tier2.arrow_storage import ARROW_ERRORS, ArrowChunkStorage
-from tier2.chunk_storage import Buffer
-from tier2.errors import (
+from segmentstore.tier2.arrow_storage import ARROW_ERRORS, ArrowChunkStorage
+from segmentstore.tier2.chunk_storage import Buffer
+from segmentstore.tier2.errors import (
     ChunkExistsError,
     ChunkNotFoundError,
     InvalidTier2UriError,
@@ -36,7 +36,7 @@ from tier2.errors import (
     Tier2Error,
     Tier2IOError,
 )
-from tier2.s3_errors import is_transient_boto_error, translate_arrow_error, unavailable
+from segmentstore.tier2.s3_errors import is_transient_boto_error, translate_arrow_error, unavailable
 
 MIB = 1024 * 1024
 _MIN_PART_BYTES = 5 * MIB  # S3's floor for every part but the last

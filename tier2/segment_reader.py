@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from tier2.chunk_storage import ChunkStorage, check_range
-from tier2.errors import ChunkNotFoundError, ManifestNotFoundError
-from tier2.layout import SEGMENTS_PREFIX, is_manifest_key
-from tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest, parse_manifest
-from tier2.time_index import TimeIndexEntry, read_time_index
+from segmentstore.tier2.chunk_storage import ChunkStorage, check_range
+from segmentstore.tier2.errors import ChunkNotFoundError, ManifestNotFoundError
+from segmentstore.tier2.layout import SEGMENTS_PREFIX, is_manifest_key
+from segmentstore.tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest, parse_manifest
+from segmentstore.tier2.time_index import TimeIndexEntry, read_time_index
 
 
 class SegmentReader:
@@ -60,7 +60,7 @@ class SegmentReader:
 
     def time_index(self, chunk: ChunkInfo) -> list[TimeIndexEntry]:
         """The append boundaries (and their times) that ``chunk``'s sidecar records inside it,
-        in offset order; none if it has no sidecar (:mod:`tier2.time_index`)."""
+        in offset order; none if it has no sidecar (:mod:`segmentstore.tier2.time_index`)."""
         return read_time_index(self._storage, chunk)
 
     def list_segments(self, prefix: str = "") -> list[SegmentManifest]:

@@ -1,10 +1,10 @@
 """The sparse time index beside each chunk: which append boundaries the chunk holds, and when
 each of those appends was made.
 
-A chunk's sidecar (key: :func:`tier2.layout.time_index_key`) is written with the chunk's bytes
-and before the manifest that names them, so a reader that trusts the manifest finds an entry
-for (about) every ``time_index_interval_bytes`` of the chunk's appends. It is an 8-byte magic
-followed by fixed 16-byte entries, little-endian::
+A chunk's sidecar (key: :func:`segmentstore.tier2.layout.time_index_key`) is written with the
+chunk's bytes and before the manifest that names them, so a reader that trusts the manifest finds
+an entry for (about) every ``time_index_interval_bytes`` of the chunk's appends. It is an 8-byte
+magic followed by fixed 16-byte entries, little-endian::
 
     "SSTIDX1\\n" | (offset in chunk u64, append time ms i64)*
 
@@ -23,10 +23,10 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from tier2.chunk_storage import ChunkStorage
-from tier2.errors import ChunkNotFoundError, InvalidManifestError
-from tier2.layout import time_index_key
-from tier2.manifest import ChunkInfo
+from segmentstore.tier2.chunk_storage import ChunkStorage
+from segmentstore.tier2.errors import ChunkNotFoundError, InvalidManifestError
+from segmentstore.tier2.layout import time_index_key
+from segmentstore.tier2.manifest import ChunkInfo
 
 MAGIC = b"SSTIDX1\n"
 ENTRY = struct.Struct("<Qq")

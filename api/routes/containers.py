@@ -8,8 +8,8 @@ import re
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from api.schemas import Containers, ContainerView, container_json, error_responses
-from segmentstore.container_status import ContainerStatus
+from segmentstore.api.schemas import Containers, ContainerView, container_json, error_responses
+from segmentstore.containers.status import ContainerStatus
 from segmentstore.errors import ContainerUnavailableError, InvalidArgumentError
 from segmentstore.store import SegmentStore
 

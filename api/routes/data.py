@@ -12,9 +12,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from api.append_path import append_answer, parse_options
-from api.metrics import Metrics
-from api.schemas import Appended, EventsAppended, error_responses
+from segmentstore.api.append_path import append_answer, parse_options
+from segmentstore.api.metrics import Metrics
+from segmentstore.api.schemas import Appended, EventsAppended, error_responses
 from segmentstore.store import SegmentStore
 
 OCTET_STREAM = "application/octet-stream"

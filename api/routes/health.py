@@ -6,9 +6,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from api.errors import error_json
-from api.metrics import CONTENT_TYPE, Metrics
-from api.schemas import container_json, error_responses, public_status
+from segmentstore.api.errors import error_json
+from segmentstore.api.metrics import CONTENT_TYPE, Metrics
+from segmentstore.api.schemas import container_json, error_responses, public_status
 from segmentstore.store import SegmentStore
 
 

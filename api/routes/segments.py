@@ -4,8 +4,8 @@
 
 ``{name}`` may contain ``/`` (a ``path`` parameter) and never contains ``:``, so the routes
 with an action are tried before the plain ``/v1/segments/{name}`` ones (the order is fixed in
-:func:`api.app.create_app`). A ``:`` that still reaches a plain route, or a ``POST``/``PATCH``
-without a known action, is an unknown action: ``400 invalid_argument``.
+:func:`segmentstore.api.app.create_app`). A ``:`` that still reaches a plain route, or a
+``POST``/``PATCH`` without a known action, is an unknown action: ``400 invalid_argument``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from api.schemas import (
+from segmentstore.api.schemas import (
     Attributes,
     CreateSegment,
     Info,

@@ -134,7 +134,10 @@ def _start_servers(base: Path, environ: Mapping[str, str]) -> tuple[ServerProces
     )
     # The baseline is a program of its own in api/ (the core never imports FastAPI).
     bare = ServerProcess(
-        "bare", [sys.executable, "-m", "api.bench_baseline"], base / "bare.log", environ
+        "bare",
+        [sys.executable, "-m", "segmentstore.api.bench_baseline"],
+        base / "bare.log",
+        environ,
     )
     try:
         store.wait_ready()

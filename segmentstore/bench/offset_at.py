@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from segmentstore.bench.report import percentile, print_table, write_json
-from segmentstore.container_mapping import container_of
+from segmentstore.containers.mapping import container_of
 from segmentstore.store import SegmentStore
-from tier2 import SegmentReader, open_chunk_storage, time_index_key
+from segmentstore.tier2 import SegmentReader, open_chunk_storage, time_index_key
 
 GiB = 1 << 30
 NAME = "bench/time"

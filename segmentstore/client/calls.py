@@ -12,9 +12,9 @@ from urllib.parse import quote
 
 import httpx
 
-from segmentstore.attributes import AttributeUpdate
 from segmentstore.errors import SegmentStoreError
-from segmentstore.events import encode as encode_events
+from segmentstore.metadata.attributes import AttributeUpdate
+from segmentstore.reading.events import encode as encode_events
 from segmentstore.segment_info import AppendResult, SegmentInfo
 
 from .errors import error_from_response

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from segmentstore.events import HEADER as EVENT_HEADER
+from segmentstore.reading.events import HEADER as EVENT_HEADER
 
 
 @dataclass(frozen=True, slots=True)

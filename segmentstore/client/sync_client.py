@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from segmentstore.attributes import AttributeUpdate
+from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.segment_info import AppendResult, SegmentInfo
 
 from . import calls

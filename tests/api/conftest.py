@@ -22,8 +22,8 @@ import httpx
 import pytest
 import uvicorn
 
-from api.server import server_config, serving_app
 from segmentstore import SegmentStore
+from segmentstore.api.server import server_config, serving_app
 
 MiB = 1 << 20
 # Small enough that a test store is cheap; large enough for one maximal (8 MiB) append.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import segmentstore.errors as e
-from api.errors import STATUS, error_response
+from segmentstore.api.errors import STATUS, error_response
 from segmentstore.errors import SegmentStoreError, leaf_error_classes
 
 # API.md, Errors: status -> codes.

@@ -21,8 +21,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from api.app import create_app
 from segmentstore import SegmentStore
+from segmentstore.api.app import create_app
 from segmentstore.errors import leaf_error_classes
 
 from .conftest import LiveServer, frame

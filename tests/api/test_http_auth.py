@@ -113,7 +113,7 @@ def test_probes_metrics_and_openapi_are_open(secured: Any) -> None:
 
 
 def test_unknown_roles_are_refused_at_startup() -> None:
-    from api.auth import parse_tokens
+    from segmentstore.api.auth import parse_tokens
 
     with pytest.raises(ValueError, match="unknown role"):
         parse_tokens({"t": "superuser"})

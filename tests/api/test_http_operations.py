@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from segmentstore.container_status import ContainerStatus
+from segmentstore.containers.status import ContainerStatus
 
 CONTAINER_FIELDS = {
     "id", "epoch", "status", "segments", "tier1_bytes", "tier2_lag_bytes", "last_sequence",
@@ -182,9 +182,9 @@ def test_an_unexpected_error_is_a_json_500_without_a_traceback(
     assert r.status_code == 500
     assert r.json() == {"error": {"code": "internal", "message": "internal error"}}
     assert "secret" not in r.text and "Traceback" not in r.text
-    assert any(record.name == "api.errors" and record.exc_info for record in caplog.records), (
-        "the error was not logged"
-    )
+    assert any(
+        record.name == "segmentstore.api.errors" and record.exc_info for record in caplog.records
+    ), "the error was not logged"
 
 
 def test_restarts_under_load_lose_no_acknowledged_append(live: Any, segment: str) -> None:

@@ -22,7 +22,7 @@ from segmentstore import SegmentStore
 REPO = Path(__file__).resolve().parents[2]
 SERVER = """
 import asyncio, socket, sys
-from api.server import serve
+from segmentstore.api.server import serve
 from segmentstore import SegmentStore
 
 listener = socket.socket()

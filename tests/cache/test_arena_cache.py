@@ -9,7 +9,7 @@ import tracemalloc
 
 import pytest
 
-from cache import BlockArenaCache
+from segmentstore.cache import BlockArenaCache
 
 KIB, MIB = 1024, 1024 * 1024
 BLOCK = 4096

@@ -22,7 +22,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from cache import (
+from segmentstore.cache import (
     BlockArenaCache,
     Buffer,
     Cache,

@@ -8,7 +8,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from cache import CacheError, LmdbCache
+from segmentstore.cache import CacheError, LmdbCache
 
 BLOCK = 4096
 

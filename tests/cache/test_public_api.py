@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import cache
+from segmentstore import cache
 
 
 def test_public_names_are_pinned() -> None:
@@ -33,6 +33,9 @@ def test_every_error_is_a_cache_error() -> None:
 
 
 def test_importing_the_package_does_not_load_lmdb() -> None:
-    code = "import sys, cache; cache.BlockArenaCache(4096).close(); print('lmdb' in sys.modules)"
+    code = (
+        "import sys; from segmentstore import cache; cache.BlockArenaCache(4096).close(); "
+        "print('lmdb' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from api.server import server_config, serving_app
 from segmentstore import SegmentStore
+from segmentstore.api.server import server_config, serving_app
 
 TOKENS = {"read-token": "read", "write-token": "write", "admin-token": "admin"}
 

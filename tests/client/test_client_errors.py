@@ -9,10 +9,10 @@ import httpx
 import pytest
 
 import segmentstore.errors as e
-from api.errors import error_response
+from segmentstore.api.errors import error_response
 from segmentstore.client import RetryPolicy, SegmentStoreClient
 from segmentstore.client.errors import error_from_response
-from segmentstore.container_status import ContainerStatus
+from segmentstore.containers.status import ContainerStatus
 from segmentstore.errors import SegmentStoreError, leaf_error_classes
 
 from .conftest import FlakyProxy, LiveServer

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from segmentstore import SegmentStore
-from segmentstore.container_mapping import container_of
+from segmentstore.containers.mapping import container_of
 from segmentstore.errors import SegmentExistsError
 
 CONTAINERS = 4

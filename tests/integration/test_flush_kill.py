@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from segmentstore import SegmentStore
-from tier2 import SegmentReader, open_chunk_storage
+from segmentstore.tier2 import SegmentReader, open_chunk_storage
 
 from .crash_writer import RecordError, decode_record
 from .flush_writer import STORE_OPTIONS, segment_names

@@ -33,12 +33,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from served_store import ServedStore
 
 from segmentstore.client import AsyncSegmentStoreClient, RetryPolicy, SegmentStoreClient
 from segmentstore.errors import SegmentExistsError
 
 from .crash_writer import RecordError, decode_record, encode_record
-from .served_store import ServedStore
 
 ROUNDS = 3
 SEGMENTS = 8

@@ -24,7 +24,7 @@ from store_checks import flush, read_all, stored_segment
 from tier2_cli import parse_ls, run_tier2_cli, wait_until
 
 from segmentstore import ContainerUnavailableError, SegmentStore, Settings
-from tier2 import (
+from segmentstore.tier2 import (
     ChunkStorage,
     SegmentManifest,
     open_chunk_storage,

@@ -23,8 +23,8 @@ import httpx
 import pytest
 import uvicorn
 
-from api.server import server_config, serving_app
 from segmentstore import SegmentStore
+from segmentstore.api.server import server_config, serving_app
 
 KiB = 1024
 # Small chunks and quick flushes: a few KiB of events already span several chunks.
@@ -43,7 +43,7 @@ def spark() -> Iterator[Any]:
     # The Python workers of a local Spark run PYSPARK_PYTHON (default "python3"): make them
     # this interpreter, the one that has jobs/ installed.
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from jobs.session import start_session
+    from segmentstore.jobs.session import start_session
 
     session = start_session(
         "local[2]",

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from store_checks import flush
 
-from jobs.options import ScanOptions
-from jobs.planner import plan_scan
-from jobs.synthetic import write_segment
 from segmentstore import SegmentStore
-from tier2 import ManifestStore, SegmentReader, open_chunk_storage
+from segmentstore.jobs.options import ScanOptions
+from segmentstore.jobs.planner import plan_scan
+from segmentstore.jobs.synthetic import write_segment
+from segmentstore.tier2 import ManifestStore, SegmentReader, open_chunk_storage
 
 from .conftest import (
     FAST_WRITER,

@@ -13,7 +13,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from segmentstore import Settings
-from tier2 import open_chunk_storage
+from segmentstore.tier2 import open_chunk_storage
 
 from .conftest import events_of, frame, http_events, scan, serve_store, wait_until
 from .test_datasource import random_events

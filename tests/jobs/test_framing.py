@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.bench import pyarrow_scan, write_data
-from jobs.errors import BrokenFramingError
-from jobs.framing import HEADER, events_batch, walk_events
-from jobs.schema import EVENTS_SCHEMA
+from segmentstore.jobs.bench import pyarrow_scan, write_data
+from segmentstore.jobs.errors import BrokenFramingError
+from segmentstore.jobs.framing import HEADER, events_batch, walk_events
+from segmentstore.jobs.schema import EVENTS_SCHEMA
 
 
 def frame(payloads: list[bytes]) -> bytes:

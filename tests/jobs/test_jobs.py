@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from store_checks import flush
 
-from jobs.compact import compact_events
-from jobs.export import export_events
-from jobs.progress import Progress
-from jobs.stats import segment_stats
 from segmentstore import SegmentStore
-from tier2 import ManifestStore, open_chunk_storage
+from segmentstore.jobs.compact import compact_events
+from segmentstore.jobs.export import export_events
+from segmentstore.jobs.progress import Progress
+from segmentstore.jobs.stats import segment_stats
+from segmentstore.tier2 import ManifestStore, open_chunk_storage
 
 from .conftest import FAST_WRITER, Event
 from .test_datasource import random_events, store_events

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.errors import ScanOptionsError
-from jobs.options import EARLIEST, LATEST, ScanOptions, SegmentSelection
+from segmentstore.jobs.errors import ScanOptionsError
+from segmentstore.jobs.options import EARLIEST, LATEST, ScanOptions, SegmentSelection
 
 
 def test_defaults_read_every_event_from_earliest_to_latest_and_fail_on_loss() -> None:

@@ -15,13 +15,19 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.errors import BrokenFramingError, DataLossError
-from jobs.options import ScanOptions
-from jobs.partition_reader import read_partition
-from jobs.planner import ScanPlan, plan_scan
-from jobs.synthetic import write_segment
-from tier2 import ChunkStorage, ManifestStore, SegmentManifest, open_chunk_storage, time_index_key
-from tier2.time_index import TimeIndexEntry, encode_entries
+from segmentstore.jobs.errors import BrokenFramingError, DataLossError
+from segmentstore.jobs.options import ScanOptions
+from segmentstore.jobs.partition_reader import read_partition
+from segmentstore.jobs.planner import ScanPlan, plan_scan
+from segmentstore.jobs.synthetic import write_segment
+from segmentstore.tier2 import (
+    ChunkStorage,
+    ManifestStore,
+    SegmentManifest,
+    open_chunk_storage,
+    time_index_key,
+)
+from segmentstore.tier2.time_index import TimeIndexEntry, encode_entries
 
 from .conftest import HEADER, Event, unframe
 

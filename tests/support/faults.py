@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from segmentstore.metadata import ContainerMetadata
-from segmentstore.operations import AppendOperation
+from segmentstore.logs.operations import AppendOperation
+from segmentstore.metadata.container_metadata import ContainerMetadata
 
 
 def fail_processing_of(monkeypatch: pytest.MonkeyPatch, payload: bytes) -> None:

@@ -4,7 +4,7 @@ tests (``tests/support`` is on pytest's ``pythonpath``)."""
 from __future__ import annotations
 
 from segmentstore import SegmentStore
-from tier2 import ChunkStorage, ManifestStore, SegmentManifest, SegmentReader
+from segmentstore.tier2 import ChunkStorage, ManifestStore, SegmentManifest, SegmentReader
 
 
 async def flush(store: SegmentStore) -> None:

@@ -1,4 +1,4 @@
-"""The model side of the store's Hypothesis state machine (tests/core/test_store_state_machine.py):
+"""The model side of the store's Hypothesis state machine (tests/store/test_store_state_machine.py):
 the store's settings, the vocabulary rules draw from, and a base machine that owns the store,
 the model, the plumbing and the invariants that compare the two (``tests/support`` is on
 pytest's ``pythonpath``)."""
@@ -28,7 +28,7 @@ from segmentstore import (
     SegmentStore,
     SegmentTruncatedError,
 )
-from segmentstore.container_status import ContainerStatus
+from segmentstore.containers.status import ContainerStatus
 
 # A small alphabet of plain names so that rules collide on the same segments; "/", "~", "." and
 # "-" are all legal name characters; two of the names land in each of the two containers.

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tier1 import DurableDataLog, LocalDurableDataLog
+from segmentstore.tier1 import DurableDataLog, LocalDurableDataLog
 
 
 @pytest.fixture(autouse=True)

@@ -9,11 +9,11 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tier1 import (
+from segmentstore.tier1 import (
     LocalDurableDataLog,
     LogRecord,
 )
-from tier1.local.record import HEADER, HEADER_SIZE, MAGIC
+from segmentstore.tier1.local.record import HEADER, HEADER_SIZE, MAGIC
 
 if TYPE_CHECKING:
     pass

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tier1 import DataLogClosedError, DataLogWriteError, DurableDataLog, LogRecord
-from tier1.log import Buffer
+from segmentstore.tier1 import DataLogClosedError, DataLogWriteError, DurableDataLog, LogRecord
+from segmentstore.tier1.log import Buffer
 
 if TYPE_CHECKING:
     from conftest import LogHarness

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tier1 import (
+from segmentstore.tier1 import (
     DataLogCorruptionError,
     LocalDurableDataLog,
     LogRecord,
 )
-from tier1.local.directory import LogDirectory, Meta
-from tier1.local.record import HEADER, HEADER_SIZE, MAGIC
+from segmentstore.tier1.local.directory import LogDirectory, Meta
+from segmentstore.tier1.local.record import HEADER, HEADER_SIZE, MAGIC
 
 if TYPE_CHECKING:
     pass

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tier1 import (
+from segmentstore.tier1 import (
     DataLogError,
     DataLogLockedError,
     DataLogWriteError,
     LocalDurableDataLog,
     LogRecord,
 )
-from tier1.local import group_commit
-from tier1.local.record import HEADER_SIZE
-from tier1.log import Buffer
+from segmentstore.tier1.local import group_commit
+from segmentstore.tier1.local.record import HEADER_SIZE
+from segmentstore.tier1.log import Buffer
 
 if TYPE_CHECKING:
     from conftest import LocalHarness
@@ -57,7 +57,7 @@ async def test_a_second_open_in_the_same_process_is_refused(tmp_path: Path) -> N
 
 TRY_OPEN = """
     import asyncio, sys
-    from tier1 import DataLogLockedError, LocalDurableDataLog
+    from segmentstore.tier1 import DataLogLockedError, LocalDurableDataLog
 
     async def main():
         log = LocalDurableDataLog(sys.argv[1])
@@ -83,7 +83,7 @@ async def test_another_process_cannot_open_a_held_log(tmp_path: Path) -> None:
 
 HOLD_OPEN = """
     import asyncio, sys
-    from tier1 import LocalDurableDataLog
+    from segmentstore.tier1 import LocalDurableDataLog
 
     async def main():
         log = LocalDurableDataLog(sys.argv[1])
@@ -121,7 +121,7 @@ async def test_the_lock_dies_with_its_process(tmp_path: Path) -> None:
 
 FILL_UNTIL_EFBIG = """
     import asyncio, json, os, resource, signal, sys
-    from tier1 import DataLogWriteError, LocalDurableDataLog
+    from segmentstore.tier1 import DataLogWriteError, LocalDurableDataLog
 
     async def main(directory):
         log = LocalDurableDataLog(directory)

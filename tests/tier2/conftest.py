@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from moto.server import ThreadedMotoServer
 
-from tier2 import ChunkStorage, Tier2UnavailableError, open_chunk_storage
+from segmentstore.tier2 import ChunkStorage, Tier2UnavailableError, open_chunk_storage
 
 BUCKET = "tier2-tests"
 FAKE_CREDENTIALS = {"access_key": "testing", "secret_key": "testing", "region": "us-east-1"}

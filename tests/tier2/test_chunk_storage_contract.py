@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tier2 import (
+from segmentstore.tier2 import (
     BadChunkOffsetError,
     Buffer,
     ChunkExistsError,

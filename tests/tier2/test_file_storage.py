@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tier2 import FileChunkStorage, Tier2IOError, open_chunk_storage
+from segmentstore.tier2 import FileChunkStorage, Tier2IOError, open_chunk_storage
 
 
 def files_under(root: Path) -> list[str]:

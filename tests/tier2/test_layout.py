@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tier2 import FileChunkStorage, chunk_key, manifest_key, segment_key, time_index_key
-from tier2.chunk_storage import check_key
+from segmentstore.tier2 import (
+    FileChunkStorage,
+    chunk_key,
+    manifest_key,
+    segment_key,
+    time_index_key,
+)
+from segmentstore.tier2.chunk_storage import check_key
 
 SEGMENT_KEY = re.compile(r"segments/[0-9a-f]{32}")
 HOSTILE_NAMES = [

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from tier2 import InvalidTier2UriError, Tier2UnavailableError, open_chunk_storage
-from tier2.location import Tier2Location
+from segmentstore.tier2 import InvalidTier2UriError, Tier2UnavailableError, open_chunk_storage
+from segmentstore.tier2.location import Tier2Location
 
 
 @pytest.mark.parametrize(

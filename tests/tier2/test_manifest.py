@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tier2 import (
+from segmentstore.tier2 import (
     ChunkInfo,
     ChunkStorage,
     FencedError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import tier2
+from segmentstore import tier2
 
 
 def test_public_names_are_pinned() -> None:
@@ -57,7 +57,7 @@ def test_every_error_is_a_tier2_error() -> None:
 
 def test_the_file_backend_loads_no_sdk(tmp_path: object) -> None:
     code = (
-        "import sys, tier2\n"
+        "import sys\nfrom segmentstore import tier2\n"
         f"s = tier2.open_chunk_storage('file://{tmp_path}/t2')\n"
         "s.create('k', [b'x']); tier2.SegmentReader(s).list_segments(); s.close()\n"
         "print(sorted(m for m in ('boto3', 'botocore', 'pyarrow') if m in sys.modules))"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from tier2 import (
+from segmentstore.tier2 import (
     ChunkExistsError,
     ChunkStorage,
     InvalidTier2UriError,
@@ -22,7 +22,7 @@ from tier2 import (
     Tier2UnavailableError,
     open_chunk_storage,
 )
-from tier2.s3_storage import S3Options
+from segmentstore.tier2.s3_storage import S3Options
 
 if TYPE_CHECKING:
     from conftest import MotoServer

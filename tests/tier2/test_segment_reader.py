@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from tier2 import (
+from segmentstore.tier2 import (
     ChunkInfo,
     ChunkNotFoundError,
     ChunkStorage,

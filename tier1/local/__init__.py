@@ -3,6 +3,6 @@
 Owns the on-disk format described in the Tier 1 section of ``docs/formats.md``.
 """
 
-from tier1.local.log import LocalDurableDataLog
+from segmentstore.tier1.local.log import LocalDurableDataLog
 
 __all__ = ["LocalDurableDataLog"]

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tier1.errors import DataLogError, DataLogLockedError
+from segmentstore.tier1.errors import DataLogError, DataLogLockedError
 
 META_FORMAT = 1
 LOCK_NAME = "LOCK"

@@ -33,11 +33,11 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
-from tier1.errors import DataLogClosedError, DataLogWriteError
-from tier1.local.directory import LogDirectory
-from tier1.local.record import HEADER_SIZE, MAX_PAYLOAD, encode_header
-from tier1.local.vectored_write import IOV_MAX, writev_all
-from tier1.log import Buffer
+from segmentstore.tier1.errors import DataLogClosedError, DataLogWriteError
+from segmentstore.tier1.local.directory import LogDirectory
+from segmentstore.tier1.local.record import HEADER_SIZE, MAX_PAYLOAD, encode_header
+from segmentstore.tier1.local.vectored_write import IOV_MAX, writev_all
+from segmentstore.tier1.log import Buffer
 
 # The writer hands a piece to the syncer at least every FLUSH_BYTES, so that with large
 # records the fdatasync of one piece overlaps the write of the next.

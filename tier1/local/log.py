@@ -12,17 +12,17 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from tier1.errors import (
+from segmentstore.tier1.errors import (
     DataLogClosedError,
     DataLogCorruptionError,
     DataLogError,
     DataLogWriteError,
 )
-from tier1.local.directory import LogDirectory, Meta, wholly_below
-from tier1.local.group_commit import GroupCommit
-from tier1.local.recovery import recover_tail
-from tier1.local.scanner import FileScanner, InvalidRecordError
-from tier1.log import Buffer, DurableDataLog, LogRecord
+from segmentstore.tier1.local.directory import LogDirectory, Meta, wholly_below
+from segmentstore.tier1.local.group_commit import GroupCommit
+from segmentstore.tier1.local.recovery import recover_tail
+from segmentstore.tier1.local.scanner import FileScanner, InvalidRecordError
+from segmentstore.tier1.log import Buffer, DurableDataLog, LogRecord
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_SEGMENT_MS = 600_000

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
-from tier1.log import Buffer
+from segmentstore.tier1.log import Buffer
 
 HEADER = struct.Struct("<IIQI")
 HEADER_SIZE = HEADER.size

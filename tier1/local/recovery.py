@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 
-from tier1.errors import DataLogCorruptionError
-from tier1.local.record import find_record
-from tier1.local.scanner import FileScanner, InvalidRecordError
+from segmentstore.tier1.errors import DataLogCorruptionError
+from segmentstore.tier1.local.record import find_record
+from segmentstore.tier1.local.scanner import FileScanner, InvalidRecordError
 
 
 def recover_tail(path: str, base_address: int) -> int:

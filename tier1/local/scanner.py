@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import io
 
-from tier1.local.record import HEADER, HEADER_SIZE, crc_matches, header_problem
-from tier1.log import LogRecord
+from segmentstore.tier1.local.record import HEADER, HEADER_SIZE, crc_matches, header_problem
+from segmentstore.tier1.log import LogRecord
 
 CHUNK_BYTES = 8 * 1024 * 1024
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from tier1.log import Buffer
+from segmentstore.tier1.log import Buffer
 
 # writev takes at most IOV_MAX buffers (1024 on Linux) per call.
 IOV_MAX = 1024

@@ -1,0 +1,55 @@
+"""The command line: the composition root that alone builds settings and the store.
+
+One module per command group (:mod:`.serve`, :mod:`.tier2`, :mod:`.bench`, :mod:`.spark`);
+each adds its parser and sets the function that runs it. This package alone may import
+``segmentstore.api`` and ``segmentstore.jobs``, and only lazily, so that ``segmentstore tier2
+cat`` never loads FastAPI or Spark. It alone reads the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from segmentstore.cli import bench, serve, spark, tier2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="segmentstore", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for group in (serve, tier2, bench, spark):
+        group.add_command(commands)
+    return parser
+
+
+# a module that only an extra installs -> that extra
+_EXTRAS = {
+    **dict.fromkeys(
+        ["pydantic", "yaml", "crc32c", "pyarrow", "boto3", "botocore", "fastapi", "uvicorn"],
+        "server",
+    ),
+    "pyspark": "spark",
+    "lmdb": "cache",
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        code: int = args.run(args)
+    except ModuleNotFoundError as missing:
+        extra = _EXTRAS.get((missing.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(
+            f"segmentstore {args.command}: needs {missing.name}, which this install lacks;"
+            f" install it with: pip install 'segmentstore[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
+    return code

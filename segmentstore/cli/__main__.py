@@ -1,0 +1,7 @@
+"""``python -m segmentstore.cli``: the same command line as ``segmentstore``."""
+
+import sys
+
+from segmentstore.cli import main
+
+sys.exit(main())

@@ -1,0 +1,178 @@
+"""``segmentstore bench ...``: every benchmark, each against a baseline measured in the same run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from segmentstore.cli.spark import use_this_python_for_spark_workers
+
+
+def sizes(text: str) -> list[int]:
+    """``1k,1m`` -> ``[1024, 1048576]``."""
+    units = {"k": 1 << 10, "m": 1 << 20}
+    found = []
+    for item in text.split(","):
+        item = item.strip().lower()
+        factor = units.get(item[-1:], 1)
+        found.append(int(item[:-1] if factor > 1 else item) * factor)
+    return found
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
+
+
+def add_command(commands: Any) -> None:
+    bench = commands.add_parser("bench", help="benchmarks, each against a baseline")
+    benches = bench.add_subparsers(dest="bench", required=True)
+    append = benches.add_parser("append", help="durable appends vs raw grouped fdatasync")
+    append.add_argument("--sizes", type=sizes, default=[1024, 1 << 20], help="e.g. 1k,1m")
+    append.add_argument("--writers", type=_ints, default=[1, 256], help="e.g. 1,256")
+    append.add_argument("--seconds", type=float, default=5.0, help="per case")
+    append.add_argument("--segments", type=int, default=16, help="writers share these")
+    append.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    append.add_argument("--json", default=None, help="also write the results here")
+    append.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
+    append.add_argument(
+        "--rounds", type=int, default=3, help="store and raw alternate; medians are reported"
+    )
+    append.set_defaults(run=_append)
+    writer = benches.add_parser("writer", help="sustained ingest flushing to Tier 2 vs raw")
+    writer.add_argument("--seconds", type=float, default=20.0)
+    writer.add_argument("--writers", type=int, default=16)
+    writer.add_argument("--segments", type=int, default=8)
+    writer.add_argument("--size", type=sizes, default=[64 * 1024], help="append size, e.g. 64k")
+    writer.add_argument("--flush-threshold", type=sizes, default=[4 << 20], help="e.g. 4m")
+    writer.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    writer.add_argument("--json", default=None, help="also write the results here")
+    writer.set_defaults(run=_writer)
+    read = benches.add_parser("read", help="cached reads vs a plain copy; tail-read latency")
+    read.add_argument("--seconds", type=float, default=3.0, help="per read size")
+    read.add_argument("--appends", type=int, default=1000, help="per tail-latency case")
+    read.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    read.add_argument("--json", default=None, help="also write the results here")
+    read.set_defaults(run=_read)
+    offset_at = benches.add_parser(
+        "offset-at", help="time index memory and :offsetAt latency vs get_info / a sidecar read"
+    )
+    offset_at.add_argument("--mib", type=int, default=256, help="data written, in MiB")
+    offset_at.add_argument("--json", default=None, help="also write the results here")
+    offset_at.set_defaults(run=_offset_at)
+    http = benches.add_parser("http", help="the HTTP API vs a bare FastAPI endpoint")
+    http.add_argument("--seconds", type=float, default=6.0, help="per case and server")
+    http.add_argument(
+        "--cases",
+        type=lambda text: text.split(","),
+        default=None,
+        help="e.g. append-1k,append-1m,read-1m,events,events-1000 (default: all)",
+    )
+    http.add_argument(
+        "--loadgen",
+        choices=["auto", "wrk", "python"],
+        default="auto",
+        help="wrk if installed (apt-get install wrk), else a multi-process asyncio generator",
+    )
+    http.add_argument("--processes", type=int, default=2, help="for --loadgen python")
+    http.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
+    http.add_argument("--json", default=None, help="also write the results here")
+    http.set_defaults(run=_http)
+    spark = benches.add_parser("spark", help="the Spark data source vs pyarrow in one process")
+    spark.add_argument("--segments", type=int, default=4, help="event segments to scan")
+    spark.add_argument("--segment-mib", type=int, default=128, help="MiB of events per segment")
+    spark.add_argument("--event-bytes", type=int, default=1024, help="payload bytes per event")
+    spark.add_argument(
+        "--chunk-mib", type=int, default=64, help="Tier 2 chunk size (the writer's default)"
+    )
+    spark.add_argument("--runs", type=int, default=5, help="timed scans per case (median)")
+    spark.add_argument("--warmups", type=int, default=3, help="untimed Spark scans first")
+    spark.add_argument("--master", default="local[2]", help="Spark master URL")
+    spark.add_argument("--dir", default=None, help="where Tier 2 is written (default: temp dir)")
+    spark.add_argument("--json", default=None, help="also write the results here")
+    spark.set_defaults(run=_spark)
+
+
+def _append(args: argparse.Namespace) -> int:
+    from segmentstore.bench import append
+
+    append.run(
+        args.sizes,
+        args.writers,
+        args.seconds,
+        args.segments,
+        args.dir,
+        args.json,
+        args.loop,
+        args.rounds,
+    )
+    return 0
+
+
+def _writer(args: argparse.Namespace) -> int:
+    from segmentstore.bench import writer
+
+    writer.run(
+        args.seconds,
+        args.writers,
+        args.segments,
+        args.size[0],
+        args.flush_threshold[0],
+        args.dir,
+        args.json,
+    )
+    return 0
+
+
+def _read(args: argparse.Namespace) -> int:
+    from segmentstore.bench import read
+
+    read.run(args.seconds, args.appends, args.dir, args.json)
+    return 0
+
+
+def _offset_at(args: argparse.Namespace) -> int:
+    from segmentstore.bench import offset_at
+
+    offset_at.run(args.mib, args.json)
+    return 0
+
+
+def _http(args: argparse.Namespace) -> int:
+    from segmentstore.bench import http
+
+    http.run(
+        args.seconds, args.cases, args.loadgen, args.processes, args.dir, args.json, os.environ
+    )
+    return 0
+
+
+def _spark(args: argparse.Namespace) -> int:
+    use_this_python_for_spark_workers()
+    from segmentstore.bench.report import print_table, write_json
+    from segmentstore.jobs import bench as spark_bench  # lazily, like every Spark import
+
+    rows = spark_bench.run(
+        segments=args.segments,
+        segment_mib=args.segment_mib,
+        event_bytes=args.event_bytes,
+        chunk_mib=args.chunk_mib,
+        runs=args.runs,
+        warmups=args.warmups,
+        master=args.master,
+        directory=args.dir,
+    )
+    print_table(
+        rows,
+        [
+            ("case", "case", ""),
+            ("events", "events", "d"),
+            ("mib", "MiB", "d"),
+            ("seconds", "seconds", ".2f"),
+            ("events_per_s", "events/s", ",.0f"),
+            ("mib_per_s", "MiB/s", ".0f"),
+            ("ratio", "ratio", ".2f"),
+        ],
+    )
+    write_json(args.json, "spark", rows)
+    return 0

@@ -1,0 +1,89 @@
+"""``segmentstore serve``: the service, with settings from a file, the environment and flags."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from segmentstore.settings import Settings
+
+log = logging.getLogger("segmentstore")
+
+
+def add_command(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="run the service (HTTP API on the store)")
+    serve.add_argument("--config", type=Path, default=None, help="a TOML or YAML settings file")
+    serve.add_argument("--data-dir", type=Path, default=None, help="default ./data")
+    serve.add_argument("--host", default=None, help="default 127.0.0.1")
+    serve.add_argument("--port", type=int, default=None, help="default 9090")
+    serve.add_argument("--containers", type=int, default=None, help="default 4")
+    serve.add_argument("--tier2", default=None, help="default file://<data-dir>/tier2")
+    serve.add_argument("--tier1", default=None, help="local (the only Tier 1 of this build)")
+    serve.add_argument("--nats", default=None, help="JetStream URL (for --tier1 jetstream)")
+    serve.add_argument("--print-config", action="store_true", help="print settings and exit")
+    serve.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from segmentstore.errors import InvalidArgumentError
+
+    try:
+        settings = _settings(args)
+    except InvalidArgumentError as error:
+        print(f"segmentstore: {error}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(settings.model_dump_json(indent=2))
+        return 0
+    _serve(settings)
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """Flags over ``SEGMENTSTORE_*`` variables over the config file (docs/api.md)."""
+    from segmentstore.config import load_settings
+    from segmentstore.errors import InvalidArgumentError
+
+    flags: dict[str, dict[str, Any]] = {"store": {}, "api": {}, "tier1": {}, "tier2": {}}
+    for section, key, value in (
+        ("store", "data_dir", args.data_dir),
+        ("store", "containers", args.containers),
+        ("api", "host", args.host),
+        ("api", "port", args.port),
+        ("tier1", "mode", args.tier1),
+        ("tier2", "uri", args.tier2),
+    ):
+        if value is not None:
+            flags[section][key] = value
+    if args.nats is not None:
+        raise InvalidArgumentError("--nats needs the JetStream Tier 1, which this build lacks")
+    return load_settings(args.config, os.environ, flags)
+
+
+def _serve(settings: Settings) -> None:
+    from segmentstore.api.server import serve  # lazily: 'segmentstore tier2 cat' never loads it
+    from segmentstore.store import SegmentStore
+
+    api = settings.api
+    log.info(
+        "serving %s on http://%s:%d (%d containers, Tier 2 %s, auth %s)",
+        settings.store.data_dir.resolve(),
+        api.host,
+        api.port,
+        settings.store.containers,
+        settings.tier2_uri(),
+        "on" if settings.auth.tokens else "off",
+    )
+    service = serve(SegmentStore(settings), api.host, api.port, settings.auth.tokens)
+    try:
+        import uvloop  # uvicorn[standard] brings it: a faster event loop
+    except ImportError:  # pragma: no cover
+        asyncio.run(service)
+    else:
+        uvloop.run(service)

@@ -1,0 +1,78 @@
+"""``segmentstore spark stats|export|compact``: the Spark batch jobs over Tier 2."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+
+def add_command(commands: Any) -> None:
+    spark = commands.add_parser(
+        "spark", help="Spark batch jobs over Tier 2 (local Spark unless --master)"
+    )
+    jobs = spark.add_subparsers(dest="job", required=True)
+    for job, about in (
+        ("stats", "events, bytes, first/last offset per segment"),
+        ("export", "events to Parquet, partitioned by segment"),
+        ("compact", "the last value per key (payload: key length u16be | key | value)"),
+    ):
+        command = jobs.add_parser(job, help=about)
+        command.add_argument("tier2", help="file:///path, s3://bucket/prefix, hdfs://host/path")
+        if job != "stats":
+            command.add_argument("output", help="where Spark writes the Parquet files")
+            command.add_argument("--overwrite", action="store_true", help="replace the output")
+        command.add_argument(
+            "--segments", default="*", help="names, or prefixes ending in '*' (default: all)"
+        )
+        command.add_argument(
+            "--option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="Tier 2 backend option, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable)",
+        )
+        command.add_argument("--starting-offsets", default="earliest", help='or {"seg": N}')
+        command.add_argument("--ending-offsets", default="latest", help='or {"seg": N}')
+        command.add_argument("--fail-on-data-loss", choices=["true", "false"], default="true")
+        command.add_argument("--master", default="local[2]", help="Spark master URL")
+        command.add_argument("--json", default=None, help="also write the summary here")
+        command.set_defaults(run=run)
+
+
+def use_this_python_for_spark_workers() -> None:
+    # A local Spark starts its Python workers with PYSPARK_PYTHON (else "python3"): make it
+    # this interpreter, the one with the jobs installed. A cluster's own setting wins.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def run(args: argparse.Namespace) -> int:
+    use_this_python_for_spark_workers()
+    from segmentstore.bench.report import print_table, write_json
+    from segmentstore.jobs.command import run_job  # lazily: only the spark jobs load Spark
+
+    options = {
+        "tier2": args.tier2,
+        "segments": args.segments,
+        "starting_offsets": args.starting_offsets,
+        "ending_offsets": args.ending_offsets,
+        "fail_on_data_loss": args.fail_on_data_loss,
+    }
+    for option in args.option:
+        key, _, value = option.partition("=")
+        options[f"tier2.{key}"] = value
+    try:
+        summary = run_job(
+            args.job,
+            options,
+            master=args.master,
+            output=getattr(args, "output", None),
+            overwrite=getattr(args, "overwrite", False),
+        )
+    except Exception as error:  # Spark's errors carry the data source's message inside
+        print(f"segmentstore spark {args.job}: failed: {error}", file=sys.stderr)
+        return 1
+    print_table(summary.rows, summary.columns)
+    write_json(args.json, f"spark-{args.job}", summary.rows)
+    return 0

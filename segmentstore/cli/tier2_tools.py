@@ -1,0 +1,68 @@
+"""``segmentstore tier2 ls`` and ``cat``: Tier 2 read through manifests alone, no service."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import BinaryIO, TextIO
+
+from segmentstore.tier2 import ManifestStore, SegmentReader, Tier2Error, open_chunk_storage
+
+_PIECE = 8 << 20
+
+
+def list_segments(uri: str, prefix: str, options: Mapping[str, str], out: TextIO) -> int:
+    storage = open_chunk_storage(uri, options=dict(options))
+    try:
+        manifests = SegmentReader(storage).list_segments(prefix)
+    except Tier2Error as error:
+        sys.stderr.write(f"segmentstore: {error}\n")
+        return 1
+    finally:
+        storage.close()
+    out.write(f"{'start_offset':>14} {'storage_length':>16} {'sealed':>6}  name\n")
+    for m in manifests:
+        out.write(
+            f"{m.start_offset:>14} {m.storage_length:>16} {str(m.sealed).lower():>6}  {m.name}\n"
+        )
+    return 0
+
+
+def cat_segment(
+    uri: str,
+    name: str,
+    offset: int | None,
+    length: int | None,
+    options: Mapping[str, str],
+    out: BinaryIO,
+) -> int:
+    """Write the segment's bytes from ``offset`` (default: its start) for ``length`` bytes
+    (default: to its storage length), all read through one manifest."""
+    storage = open_chunk_storage(uri, options=dict(options))
+    try:
+        reader = SegmentReader(storage)
+        found = ManifestStore(storage).load(name)
+        if found is None:
+            sys.stderr.write(f"segmentstore: no segment {name!r} in {uri}\n")
+            return 1
+        manifest = found[0]
+        position = manifest.start_offset if offset is None else offset
+        if position < manifest.start_offset:
+            sys.stderr.write(f"segmentstore: {name!r} is truncated below {manifest.start_offset}\n")
+            return 1
+        end = (
+            manifest.storage_length
+            if length is None
+            else min(position + length, manifest.storage_length)
+        )
+        while position < end:
+            data = reader.read_from(manifest, position, min(_PIECE, end - position))
+            out.write(data)
+            position += len(data)
+        out.flush()
+        return 0
+    except Tier2Error as error:
+        sys.stderr.write(f"segmentstore: {error}\n")
+        return 1
+    finally:
+        storage.close()

@@ -1,0 +1,447 @@
+"""A segment container: the unit of recovery that owns a Durable Log, metadata and read index.
+
+Every change goes through the Durable Log; a call returns once Tier 1 has it and the durable
+metadata and read index reflect it. Reads are served from the durable view only, so nothing
+unacknowledged is ever visible. A container that fails (Tier 1 error, corrupt log) goes
+``offline`` on its own; the others in the store carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from segmentstore.cache import CacheFullError
+from segmentstore.containers.commit_effects import CommitEffects
+from segmentstore.containers.retention import RetentionEnforcer
+from segmentstore.containers.status import ContainerStatus
+from segmentstore.errors import (
+    ContainerUnavailableError,
+    EndOfSegmentError,
+    OffsetBeyondEndError,
+    SegmentNotFoundError,
+    SegmentStoreError,
+    SegmentTruncatedError,
+)
+from segmentstore.logs.data_frame import FrameFormatError
+from segmentstore.logs.durable_log import DurableLog
+from segmentstore.logs.metadata_operations import (
+    CreateSegmentOperation,
+    DeleteSegmentOperation,
+    MergeOperation,
+    SealOperation,
+    SetRetentionOperation,
+    TruncateOperation,
+    UpdateAttributesOperation,
+)
+from segmentstore.logs.operations import AppendOperation, LogReplayError, Operation
+from segmentstore.logs.recovery import RecoveryStats, replay
+from segmentstore.metadata.attributes import AttributeUpdate
+from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
+from segmentstore.metadata.time_index import SegmentTimeIndex
+from segmentstore.reading.cache_manager import CacheManager
+from segmentstore.reading.read_index import SegmentReadIndex
+from segmentstore.reading.tier2_reads import Tier2Reads
+from segmentstore.reading.time_lookup import TimeLookup
+from segmentstore.segment_info import AppendResult, SegmentInfo
+from segmentstore.settings import Settings
+from segmentstore.tier1 import DataLogError, DurableDataLog
+from segmentstore.tier2 import Tier2Error
+from segmentstore.writer.storage_writer import StorageWriter
+
+log = logging.getLogger(__name__)
+
+
+# Looking an enum member up on its class costs about 80 ns: the append path reads this instead.
+_RUNNING = ContainerStatus.RUNNING
+
+
+class SegmentContainer:
+    def __init__(
+        self,
+        container_id: int,
+        settings: Settings,
+        data_log_factory: Callable[[], DurableDataLog],
+        cache_manager: CacheManager,
+        tier2: Tier2Reads,
+    ) -> None:
+        self.id = container_id
+        self._settings = settings
+        self._data_log_factory = data_log_factory
+        self._cache_manager = cache_manager
+        self._tier2 = tier2
+        self._time_lookup = TimeLookup(tier2.storage, self._time_index_of)
+        self.status = ContainerStatus.STOPPED
+        self.failure: str | None = None
+        self.recovery = RecoveryStats()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._data_log: DurableDataLog | None = None
+        self._durable = ContainerMetadata(self.id)
+        self._log: DurableLog | None = None
+        self._writer: StorageWriter | None = None
+        self._retention_enforcer: RetentionEnforcer | None = None
+        # Tier 1 frees space a whole file at a time: tracking finer than a file gains nothing.
+        self._effects = CommitEffects(self._new_index, self._settings.tier1.segment_bytes // 8)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self._durable.epoch
+
+    def _read_indexes(self) -> Iterable[SegmentReadIndex]:
+        return self._effects.indexes.values()
+
+    def _new_index(self) -> SegmentReadIndex:
+        manager = self._cache_manager
+        return SegmentReadIndex(manager.cache, manager.clock, self._settings.cache.max_entry_bytes)
+
+    async def start(self) -> None:
+        """Recover from Tier 1 and start accepting operations; a failure leaves it offline."""
+        self._reset()
+        self._cache_manager.register(self._read_indexes)
+        self.status = ContainerStatus.RECOVERING
+        self.failure = None
+        started = time.monotonic()
+        self.recovery = RecoveryStats()
+        try:
+            self._data_log = self._data_log_factory()
+            epoch = await self._data_log.open()
+            # Built before replay so that replayed merges and deletes queue up in it.
+            self._writer = StorageWriter(
+                self.id, epoch, self._tier2.storage, self._settings.storage_writer, self
+            )
+            self._effects.writer = self._writer
+            self._durable = await replay(
+                self.id, epoch, self._data_log, self._restore, self._effects.replay, self.recovery
+            )
+            self._durable.time_index_interval = self._settings.store.time_index_interval_bytes
+            accepted = self._durable.copy()
+            # From here on only the accepted copy keeps the time indexes.
+            self._durable.keeps_time_index = False
+            for segment in self._durable.segments.values():
+                segment.time_index = SegmentTimeIndex()
+            self._log = DurableLog(
+                self.id,
+                self._data_log,
+                accepted,
+                self._settings.durable_log,
+                self._commit,
+                self._effects.retention.needed_sequence,
+                self._on_log_failure,
+                self._cache_manager.release,
+            )
+            # Before anything is served: bytes that Tier 2 got after the last checkpoint are
+            # neither in the replayed index nor below the checkpointed storage lengths.
+            await self._writer.reconcile()
+            self._log.start()
+            # Every start begins the log anew at a checkpoint, so the next recovery is bounded.
+            await self._log.checkpoint()
+            self._writer.start()
+            self._retention_enforcer = RetentionEnforcer(
+                self.id,
+                lambda: self._durable,
+                self._time_lookup,
+                self.truncate,
+                self._settings.store.retention_check_interval_ms,
+            )
+            self._retention_enforcer.start()
+        except (DataLogError, LogReplayError, FrameFormatError, Tier2Error) as error:
+            await self._go_offline(error)
+            return
+        except SegmentStoreError as error:  # Tier 2 holds more than Tier 1 knows of
+            await self._go_offline(error)
+            return
+        except CacheFullError as error:
+            await self._go_offline(f"the cache is too small to recover this container: {error}")
+            return
+        self.recovery.seconds = time.monotonic() - started
+        self.status = ContainerStatus.RUNNING
+        log.info(
+            "container %d running: epoch %d, %d segments, replayed %d operations in %.3f s",
+            self.id,
+            self.epoch,
+            len(self._durable.segments),
+            self.recovery.operations_replayed,
+            self.recovery.seconds,
+        )
+
+    async def stop(self) -> None:
+        await self._release_resources()
+        if self.status is not ContainerStatus.OFFLINE:
+            self.status = ContainerStatus.STOPPED
+
+    async def _go_offline(self, error: BaseException | str) -> None:
+        self.status = ContainerStatus.OFFLINE
+        self.failure = str(error)
+        log.error("container %d offline: %s", self.id, error)
+        await self._release_resources()
+
+    async def _release_resources(self) -> None:
+        if self._retention_enforcer is not None:
+            await self._retention_enforcer.stop()
+        if self._writer is not None:
+            await self._writer.stop()
+        if self._log is not None:
+            await self._log.stop()
+        if self._data_log is not None:
+            await self._data_log.close()
+        self._cache_manager.unregister(self._read_indexes)
+        self._effects.drop_all()  # frees cache entries and wakes tail readers
+
+    def _on_log_failure(self, error: BaseException) -> None:
+        self.status = ContainerStatus.OFFLINE
+        self.failure = str(error)
+        self._effects.notify_all()
+
+    def writer_failed(self, error: BaseException) -> None:
+        """The Storage Writer stopped (fenced by a newer owner, or Tier 2 disagrees with us)."""
+        self.status = ContainerStatus.OFFLINE
+        self.failure = f"storage writer: {error}"
+        log.error("container %d offline: %s", self.id, self.failure)
+        self._effects.notify_all()
+
+    # -- applying committed operations ----------------------------------------------------
+
+    def _restore(self, metadata: ContainerMetadata) -> None:
+        metadata.time_index_interval = self._settings.store.time_index_interval_bytes
+        self._effects.restore(metadata)
+
+    def _commit(self, ops: list[Operation]) -> None:
+        self._effects.commit(ops, self._durable)
+
+    # -- the Storage Writer's view (WriterHost) -------------------------------------------
+
+    def pin_pending(
+        self, segment_id: int, offset: int, length: int
+    ) -> tuple[list[memoryview], Callable[[], None]]:
+        index = self._effects.indexes[segment_id]
+        return index.pin_views(offset, length), index.unpin
+
+    def storage_advanced(self, segment_id: int, storage_length: int) -> None:
+        for metadata in self._metadata_copies():
+            segment = metadata.by_id.get(segment_id)
+            if segment is not None and storage_length > segment.storage_length:
+                segment.storage_length = min(storage_length, segment.length)
+                # The flush wrote these entries into the chunk's sidecar.
+                segment.time_index.forget_below(segment.storage_length)
+        self._effects.storage_advanced(segment_id, storage_length)
+
+    def time_index_entries(self, segment_id: int, start: int, end: int) -> list[tuple[int, int]]:
+        segment = self._durable.by_id.get(segment_id)
+        return [] if segment is None else self._time_index_of(segment).between(start, end)
+
+    def time_index(self, name: str) -> SegmentTimeIndex:
+        """The in-memory time index of segment ``name`` (its Tier 1 tail)."""
+        return self._time_index_of(self._segment(name))
+
+    def _time_index_of(self, segment: SegmentMetadata) -> SegmentTimeIndex:
+        """The time index of a (durable) segment, kept in the accepted metadata; empty if
+        the accepted copy no longer has the segment (a delete under way)."""
+        keeper = self._durable if self._log is None else self._log.accepted
+        found = keeper.by_id.get(segment.id)
+        return SegmentTimeIndex() if found is None else found.time_index
+
+    def sealed_in_storage(self, segment_id: int) -> None:
+        for metadata in self._metadata_copies():
+            segment = metadata.by_id.get(segment_id)
+            if segment is not None:
+                segment.sealed_in_storage = True
+
+    def structural_applied(self, sequence: int) -> None:
+        self._effects.structural_applied(sequence)
+
+    def _metadata_copies(self) -> list[ContainerMetadata]:
+        # Storage lengths are not operations: both copies learn them, and checkpoints of the
+        # accepted copy persist them (recovery reconciles with Tier 2 in any case).
+        copies = [self._durable]
+        if self._log is not None:
+            copies.append(self._log.accepted)
+        return copies
+
+    # -- operations -----------------------------------------------------------------------
+
+    async def _process(self, op: Operation) -> None:
+        if self._log is None or self.status is not ContainerStatus.RUNNING:
+            raise ContainerUnavailableError(self.id, self.status.value)
+        await self._log.process(op)
+
+    def _segment(self, name: str) -> SegmentMetadata:
+        if self.status is not ContainerStatus.RUNNING:
+            raise ContainerUnavailableError(self.id, self.status.value)
+        segment = self._durable.segments.get(name)
+        if segment is None:
+            raise SegmentNotFoundError(name)
+        return segment
+
+    def _info(self, name: str) -> SegmentInfo:
+        return SegmentInfo.of(self._segment(name), self.id)
+
+    async def create_segment(
+        self,
+        name: str,
+        attributes: dict[str, int] | None = None,
+        retention: dict[str, int] | None = None,
+    ) -> SegmentInfo:
+        await self._process(CreateSegmentOperation(name, attributes, retention))
+        return self._info(name)
+
+    async def append(
+        self,
+        name: str,
+        data: bytes | bytearray | memoryview,
+        expected_offset: int | None = None,
+        writer_id: str | None = None,
+        writer_seq: int | None = None,
+    ) -> AppendResult:
+        op = AppendOperation(name, data, expected_offset, writer_id, writer_seq)
+        size = op.size
+        # Room in the cache is taken before the append is admitted: at commit its bytes go
+        # into the cache, which must never have to refuse them.
+        manager = self._cache_manager
+        reserved = manager.try_reserve(size) or await manager.reserve(size)
+        # _process and DurableLog.process inlined: the hot path awaits the window itself.
+        durable_log = self._log
+        if durable_log is None or self.status is not _RUNNING:
+            manager.release(reserved)
+            raise ContainerUnavailableError(self.id, self.status.value)
+        try:
+            # The Durable Log hands the reservation back once the append is settled.
+            await durable_log.submit(op, size, reserved)
+        except asyncio.CancelledError as cancelled:
+            await durable_log.settled(op, cancelled)
+        if op.refusal is not None:
+            raise op.refusal
+        return op.result()
+
+    async def read(
+        self, name: str, offset: int, max_length: int, wait_ms: int
+    ) -> bytes | memoryview:
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            segment = self._segment(name)
+            if offset < segment.start_offset:
+                raise SegmentTruncatedError(name, segment.start_offset)
+            if offset > segment.length:
+                raise OffsetBeyondEndError(name, offset, segment.length)
+            if offset < segment.length:
+                wanted = min(max_length, segment.length - offset)
+                data = self._effects.indexes[segment.id].read(offset, wanted)
+                if data:
+                    return data
+                return await self._read_tier2(segment, offset, wanted)
+            if segment.sealed:
+                raise EndOfSegmentError(name, segment.length)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return b""
+            changed = self._effects.indexes[segment.id].tail_changed()
+            await asyncio.wait([changed], timeout=remaining)
+
+    async def _read_tier2(self, segment: SegmentMetadata, offset: int, wanted: int) -> bytes:
+        """A cache miss: the bytes are in Tier 2 (under the segment's manifest, or under a
+        merged source's until the writer has moved them over)."""
+        for _, at, length, source in self._effects.merging.get(segment.id, ()):
+            if at <= offset < at + length:
+                try:
+                    return await self._tier2.read(
+                        source, offset - at, min(wanted, at + length - offset)
+                    )
+                except Tier2Error:
+                    break  # the writer finished the merge meanwhile: the target has them now
+        if offset >= segment.storage_length:
+            # Not cached and not in Tier 2: never expected; refuse rather than answer empty.
+            raise ContainerUnavailableError(
+                self.id, f"bytes at {offset} of {segment.name!r} are neither cached nor in Tier 2"
+            )
+        index = self._effects.indexes[segment.id]
+        try:
+            return await self._tier2.read_into(index, segment, offset, wanted)
+        except Tier2Error as error:
+            raise ContainerUnavailableError(self.id, f"Tier 2 read failed: {error}") from error
+
+    async def set_retention(self, name: str, retention: dict[str, int]) -> SegmentInfo:
+        await self._process(SetRetentionOperation(name, retention))
+        return self._info(name)
+
+    async def offset_at(self, name: str, timestamp_ms: int) -> int:
+        segment = self._segment(name)
+        try:
+            return await self._time_lookup.offset_at(segment, timestamp_ms)
+        except Tier2Error as error:
+            raise ContainerUnavailableError(self.id, f"Tier 2 read failed: {error}") from error
+
+    async def seal(self, name: str) -> SegmentInfo:
+        await self._process(SealOperation(name))
+        return self._info(name)
+
+    async def truncate(self, name: str, offset: int) -> SegmentInfo:
+        await self._process(TruncateOperation(name, offset))
+        return self._info(name)
+
+    async def merge(self, target: str, source: str) -> AppendResult:
+        op = MergeOperation(target, source)
+        await self._process(op)
+        return AppendResult(op.target_offset, op.target_offset + op.source_length)
+
+    async def delete_segment(self, name: str) -> None:
+        await self._process(DeleteSegmentOperation(name))
+
+    def get_info(self, name: str) -> SegmentInfo:
+        return self._info(name)
+
+    def get_attributes(self, name: str) -> dict[str, int]:
+        return dict(self._segment(name).attributes)
+
+    async def update_attributes(self, name: str, updates: list[AttributeUpdate]) -> dict[str, int]:
+        await self._process(UpdateAttributesOperation(name, updates))
+        return self.get_attributes(name)
+
+    def segment_names(self) -> list[str]:
+        if self.status is not ContainerStatus.RUNNING:
+            raise ContainerUnavailableError(self.id, self.status.value)
+        return list(self._durable.segments)
+
+    # -- observability --------------------------------------------------------------------
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._durable.segments)
+
+    @property
+    def last_sequence(self) -> int:
+        return self._durable.sequence
+
+    @property
+    def tier1_bytes(self) -> int:
+        return 0 if self._data_log is None else self._data_log.size_bytes
+
+    @property
+    def tier2_lag_bytes(self) -> int:
+        return 0 if self._writer is None else self._writer.lag_bytes
+
+    @property
+    def storage_writer(self) -> StorageWriter | None:
+        return self._writer
+
+    @property
+    def retention(self) -> RetentionEnforcer | None:
+        return self._retention_enforcer
+
+    @property
+    def retention_lag_ms(self) -> int:
+        return 0 if self._retention_enforcer is None else self._retention_enforcer.lag_ms
+
+    @property
+    def retention_truncated_bytes(self) -> int:
+        enforcer = self._retention_enforcer
+        return 0 if enforcer is None else enforcer.truncated_bytes
+
+    @property
+    def durable_metadata(self) -> ContainerMetadata:
+        """The durable metadata (read-only use: tests check invariants against it)."""
+        return self._durable

@@ -1,0 +1,117 @@
+"""Container metadata: what a container knows about each of its segments.
+
+A container keeps two copies. The *accepted* copy is what the operation processor validates
+new operations against: it already includes every operation queued for Tier 1. The *durable*
+copy only includes operations that Tier 1 has acknowledged; it is what readers see and what
+recovery rebuilds. Both are changed by the same ``Operation.apply`` so they cannot drift apart.
+
+Invariants of every segment: ``start_offset <= length``, ``storage_length <= length``, and
+``length`` and ``storage_length`` never decrease.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from segmentstore.metadata.time_index import SegmentTimeIndex
+
+
+@dataclass(slots=True)
+class SegmentMetadata:
+    id: int
+    name: str
+    created_ms: int
+    last_modified_ms: int
+    start_offset: int = 0
+    length: int = 0
+    storage_length: int = 0
+    sealed: bool = False
+    sealed_in_storage: bool = False
+    merged: bool = False
+    deleted: bool = False
+    attributes: dict[str, int] = field(default_factory=dict)
+    # Exactly-once appends: the highest sequence number applied per writer id.
+    writers: dict[str, int] = field(default_factory=dict)
+    retention: dict[str, int] = field(default_factory=dict)
+    # Append boundaries and their times for the bytes not yet in Tier 2 (:offsetAt, retention).
+    time_index: SegmentTimeIndex = field(default_factory=SegmentTimeIndex)
+
+    def check_invariants(self) -> None:
+        if not 0 <= self.start_offset <= self.length:
+            raise AssertionError(f"{self.name}: start {self.start_offset} > length {self.length}")
+        if not 0 <= self.storage_length <= self.length:
+            raise AssertionError(
+                f"{self.name}: storage {self.storage_length} > length {self.length}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        document = {f.name: copy.copy(getattr(self, f.name)) for f in fields(self)}
+        document["time_index"] = self.time_index.to_json()
+        return document
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SegmentMetadata:
+        values = dict(data)
+        index = values.pop("time_index", None)
+        segment = cls(**values)
+        if index is not None:
+            segment.time_index = SegmentTimeIndex.from_json(index)
+        return segment
+
+
+@dataclass(slots=True)
+class ContainerMetadata:
+    container_id: int
+    epoch: int = 0
+    # The sequence number of the last operation applied; the next one is strictly higher.
+    sequence: int = 0
+    next_segment_id: int = 1
+    segments: dict[str, SegmentMetadata] = field(default_factory=dict)
+    by_id: dict[int, SegmentMetadata] = field(default_factory=dict)
+    # A setting, not state: how sparse the segments' time indexes are (never serialized; a
+    # changed setting only changes how dense later entries are).
+    time_index_interval: int = 4096
+    # Whether applying operations maintains the segments' time indexes. A running container
+    # keeps them in the accepted copy only (which checkpoints snapshot; readers use it too),
+    # so the durable copy does not pay for them a second time.
+    keeps_time_index: bool = True
+
+    def add(self, segment: SegmentMetadata) -> None:
+        self.segments[segment.name] = segment
+        self.by_id[segment.id] = segment
+        self.next_segment_id = max(self.next_segment_id, segment.id + 1)
+
+    def remove(self, segment_id: int) -> SegmentMetadata:
+        segment = self.by_id.pop(segment_id)
+        del self.segments[segment.name]
+        return segment
+
+    def snapshot(self) -> dict[str, Any]:
+        """A self-contained picture of this metadata (the body of a checkpoint)."""
+        return {
+            "container_id": self.container_id,
+            "sequence": self.sequence,
+            "next_segment_id": self.next_segment_id,
+            "segments": [s.to_dict() for s in self.segments.values()],
+        }
+
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any], epoch: int) -> ContainerMetadata:
+        metadata = cls(
+            container_id=data["container_id"],
+            epoch=epoch,
+            sequence=data["sequence"],
+            next_segment_id=data["next_segment_id"],
+        )
+        for entry in data["segments"]:
+            metadata.add(SegmentMetadata.from_dict(entry))
+        return metadata
+
+    def copy(self) -> ContainerMetadata:
+        return copy.deepcopy(self)
+
+    def check_invariants(self) -> None:
+        for segment in self.segments.values():
+            segment.check_invariants()

@@ -1,0 +1,379 @@
+"""The Storage Writer of one container: moves committed data from the cache to Tier 2.
+
+It works from the durable metadata (lengths, start offsets, seals) plus an ordered queue of
+the operations that make segments disappear (merges, deletes), and flushes a segment when it
+has ``flush_threshold_bytes`` pending, when its oldest pending byte has waited
+``flush_interval_ms``, or when a seal or a merge needs its bytes in Tier 2. Queued merges and
+deletes are applied first and in order, so a deleted name's objects are gone before a new
+segment of the same name writes any.
+
+After each manifest update it tells the container the new storage length, which makes those
+bytes evictable from the cache and lets Tier 1 truncate behind them. A Tier 2 outage is
+retried with exponential backoff; meanwhile appends go on into Tier 1 and the cache, whose
+bound pushes back once the backlog fills it. A fenced manifest write (a newer owner epoch)
+stops the writer and takes the container offline.
+
+Before the container serves (``reconcile``), each segment's storage length becomes what its
+Tier 2 manifest says, which may be ahead of the checkpointed metadata (a flush after the last
+checkpoint, and Tier 1 already truncated behind it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from segmentstore.errors import SegmentStoreError
+from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
+from segmentstore.settings import StorageWriterSettings
+from segmentstore.tier2 import (
+    ChunkStorage,
+    ManifestConflictError,
+    ManifestStore,
+    Tier2UnavailableError,
+)
+from segmentstore.writer.segment_flusher import SegmentFlusher
+
+log = logging.getLogger(__name__)
+
+_STOP_GRACE_S = 30.0
+_MAX_PIECE = 64 << 20  # bytes taken from the cache per chunk write (and manifest update)
+
+
+class WriterHost(Protocol):
+    """What the writer needs from its container (all called on the event loop)."""
+
+    @property
+    def durable_metadata(self) -> ContainerMetadata: ...
+
+    def pin_pending(
+        self, segment_id: int, offset: int, length: int
+    ) -> tuple[list[memoryview], Callable[[], None]]:
+        """Views of the segment's cached bytes ``[offset, offset + length)`` (no copy), valid
+        until the returned release is called."""
+        ...
+
+    def storage_advanced(self, segment_id: int, storage_length: int) -> None: ...
+
+    def time_index_entries(
+        self, segment_id: int, start: int, end: int
+    ) -> list[tuple[int, int]]: ...
+
+    def sealed_in_storage(self, segment_id: int) -> None: ...
+
+    def structural_applied(self, sequence: int) -> None: ...
+
+    def writer_failed(self, error: BaseException) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MergeEvent:
+    sequence: int
+    target_id: int
+    source_name: str
+    source_id: int
+    target_offset: int
+    source_length: int
+    time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteEvent:
+    sequence: int
+    name: str
+    segment_id: int
+
+
+class StorageWriter:
+    def __init__(
+        self,
+        container_id: int,
+        epoch: int,
+        storage: ChunkStorage,
+        settings: StorageWriterSettings,
+        host: WriterHost,
+    ) -> None:
+        self._container_id = container_id
+        self._epoch = epoch
+        self._storage = storage
+        self._manifests = ManifestStore(storage)
+        self._settings = settings
+        self._host = host
+        self._events: list[MergeEvent | DeleteEvent] = []
+        self._dirty: dict[int, float] = {}  # segment id -> when its oldest pending byte came
+        self._flushers: dict[int, SegmentFlusher] = {}
+        self._wakeup = asyncio.Event()
+        self._busy = asyncio.Lock()  # one step at a time: the loop's, or flush_all's
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.flushed_bytes = 0
+        self.last_error: str | None = None
+
+    # -- feed (event loop, from the container's commit path) --------------------------------
+
+    def appended(self, segment: SegmentMetadata) -> None:
+        if segment.id not in self._dirty:
+            # A newly pending segment starts its flush interval: the loop must learn of it.
+            self._dirty[segment.id] = time.monotonic()
+            self._wakeup.set()
+        elif segment.length - segment.storage_length >= self._settings.flush_threshold_bytes:
+            self._wakeup.set()
+
+    def changed(self, segment: SegmentMetadata) -> None:
+        """A seal or a truncation: Tier 2 should follow without waiting for the interval."""
+        self._dirty.setdefault(segment.id, time.monotonic())
+        self._wakeup.set()
+
+    def enqueue(self, event: MergeEvent | DeleteEvent) -> None:
+        self._events.append(event)
+        self._wakeup.set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"storage-writer-{self._container_id}"
+        )
+        self._task.add_done_callback(self._on_done)
+
+    async def stop(self) -> None:
+        """Let the step under way finish (a worker thread cannot be cancelled, and a manifest
+        it saved after a restart would race the next owner's), then stop."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._task is not None:
+            await asyncio.wait([self._task], timeout=_STOP_GRACE_S)
+            self._task.cancel()
+            await asyncio.wait([self._task])
+
+    def _on_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error("container %d: storage writer stopped: %s", self._container_id, error)
+            self._host.writer_failed(error)
+
+    async def flush_all(self) -> None:
+        """Write everything pending now (for tests and orderly shutdown)."""
+        async with self._busy:
+            await self._apply_events()
+            for segment_id in list(self._dirty):
+                await self._bring_up_to_date(segment_id)
+
+    @property
+    def lag_bytes(self) -> int:
+        metadata = self._host.durable_metadata
+        return sum(
+            s.length - max(s.storage_length, s.start_offset)
+            for i in self._dirty
+            if (s := metadata.by_id.get(i)) is not None
+        )
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        """Learn each segment's storage length from its manifest (retrying while Tier 2 is
+        unreachable). The container runs this before it serves anything: storage lengths are
+        not operations, so the checkpointed ones may be behind what Tier 2 holds."""
+        await self._retrying(self._reconcile)
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            await self._retrying(self._cycle)
+            timeout = self._next_due()
+            self._wakeup.clear()
+            if self._stopping:
+                break  # stop() set the wakeup that clear() just wiped
+            if self._events or timeout == 0:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    async def _retrying(self, step: Callable[[], object]) -> None:
+        delay = self._settings.retry_min_ms / 1000
+        while not self._stopping:
+            try:
+                await step()  # type: ignore[misc]
+                if self.last_error is not None:
+                    log.info("container %d: Tier 2 is back", self._container_id)
+                    self.last_error = None
+                return
+            except (Tier2UnavailableError, ManifestConflictError) as error:
+                if isinstance(error, ManifestConflictError):
+                    # Someone else's save got in (a fenced owner's late write is refused by
+                    # epoch); forget what we knew and read the manifests again.
+                    self._flushers.clear()
+                if self.last_error is None:
+                    log.warning("container %d: Tier 2 write failed, retrying: %s",
+                                self._container_id, error)  # fmt: skip
+                self.last_error = str(error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._settings.retry_max_ms / 1000)
+
+    def _next_due(self) -> float | None:
+        if not self._dirty:
+            return None
+        oldest = min(self._dirty.values())
+        interval = self._settings.flush_interval_ms / 1000
+        return max(0.0, oldest + interval - time.monotonic())
+
+    async def _cycle(self) -> None:
+        async with self._busy:
+            await self._cycle_locked()
+
+    async def _cycle_locked(self) -> None:
+        await self._apply_events()
+        now = time.monotonic()
+        interval = self._settings.flush_interval_ms / 1000
+        metadata = self._host.durable_metadata
+        for segment_id, since in list(self._dirty.items()):
+            segment = metadata.by_id.get(segment_id)
+            if segment is None:
+                self._dirty.pop(segment_id, None)
+                continue
+            pending = segment.length - max(segment.storage_length, segment.start_offset)
+            due = (
+                now - since >= interval
+                or pending >= self._settings.flush_threshold_bytes
+                or (segment.sealed and not segment.sealed_in_storage)
+                or segment.start_offset > self._flusher(segment).start_offset
+            )
+            if due:
+                await self._bring_up_to_date(segment_id)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _flusher(self, segment: SegmentMetadata) -> SegmentFlusher:
+        flusher = self._flushers.get(segment.id)
+        if flusher is None:
+            flusher = self._flushers[segment.id] = SegmentFlusher(
+                self._storage,
+                self._manifests,
+                segment.name,
+                segment.id,
+                self._epoch,
+                self._settings.max_chunk_bytes,
+                self._settings.max_chunk_age_ms,
+            )
+        return flusher
+
+    async def _reconcile(self) -> None:
+        metadata = self._host.durable_metadata
+        for segment in list(metadata.segments.values()):
+            flusher = self._flusher(segment)
+            manifest = await asyncio.to_thread(flusher.load)
+            if manifest is None:
+                if segment.length > segment.storage_length or segment.sealed:
+                    self._dirty.setdefault(segment.id, time.monotonic())
+                continue
+            if manifest.storage_length > segment.length:
+                raise SegmentStoreError(
+                    f"Tier 2 holds {manifest.storage_length} bytes of {segment.name!r}, more"
+                    f" than its length {segment.length}: Tier 1 lost acknowledged data"
+                )
+            self._host.storage_advanced(segment.id, manifest.storage_length)
+            if manifest.sealed:
+                self._host.sealed_in_storage(segment.id)
+            if (
+                segment.length > manifest.storage_length
+                or segment.start_offset > manifest.start_offset
+                or (segment.sealed and not manifest.sealed)
+            ):
+                self._dirty.setdefault(segment.id, time.monotonic())
+
+    async def _bring_up_to_date(self, segment_id: int, upto: int | None = None) -> None:
+        """Flush the segment's pending bytes (up to ``upto``), then its truncation and seal."""
+        segment = self._host.durable_metadata.by_id.get(segment_id)
+        if segment is None:
+            self._dirty.pop(segment_id, None)
+            return
+        flusher = self._flusher(segment)
+        if flusher.manifest is None:
+            await asyncio.to_thread(flusher.load)
+        end = segment.length if upto is None else upto
+        metadata = self._host.durable_metadata
+        while True:
+            # Truncations and deletes commit while we await Tier 2: look again each time,
+            # and take bytes from the cache only right after looking.
+            if metadata.by_id.get(segment_id) is not segment:
+                return  # deleted (or merged away): its queued event cleans Tier 2 up
+            if segment.start_offset > flusher.storage_length:
+                # Never past ``end``: a pending merge must find Tier 2 exactly at its offset.
+                await asyncio.to_thread(flusher.skip_to, min(segment.start_offset, end))
+                self._host.storage_advanced(segment_id, flusher.storage_length)
+                if flusher.storage_length >= end:
+                    break
+                continue
+            offset = flusher.storage_length
+            if offset >= end:
+                break
+            length = min(end - offset, flusher.room(), _MAX_PIECE)
+            entries = self._host.time_index_entries(segment_id, offset, offset + length)
+            views, release = self._host.pin_pending(segment_id, offset, length)
+            try:
+                await asyncio.to_thread(flusher.write, offset, views, length, entries)
+            finally:
+                release()
+            self.flushed_bytes += length
+            self._host.storage_advanced(segment_id, flusher.storage_length)
+        if upto is not None:
+            return  # a merge comes next; truncation and sealing follow in a later cycle
+        if segment.start_offset > flusher.start_offset:
+            await asyncio.to_thread(flusher.truncate, segment.start_offset)
+        sealable = segment.sealed and flusher.storage_length == segment.length
+        if sealable and not segment.sealed_in_storage:
+            await asyncio.to_thread(flusher.seal)
+            self._host.sealed_in_storage(segment_id)
+        if flusher.storage_length >= segment.length:
+            self._dirty.pop(segment_id, None)
+
+    async def _apply_events(self) -> None:
+        while self._events:
+            event = self._events[0]
+            if isinstance(event, DeleteEvent):
+                flusher = self._flushers.pop(event.segment_id, None) or SegmentFlusher(
+                    self._storage, self._manifests, event.name, event.segment_id,
+                    self._epoch, self._settings.max_chunk_bytes, self._settings.max_chunk_age_ms,
+                )  # fmt: skip
+                await asyncio.to_thread(flusher.delete)
+                self._dirty.pop(event.segment_id, None)
+            else:
+                await self._apply_merge(event)
+            self._events.pop(0)
+            self._host.structural_applied(event.sequence)
+
+    async def _apply_merge(self, event: MergeEvent) -> None:
+        target = self._host.durable_metadata.by_id.get(event.target_id)
+        source = SegmentFlusher(
+            self._storage, self._manifests, event.source_name, event.source_id,
+            self._epoch, self._settings.max_chunk_bytes, self._settings.max_chunk_age_ms,
+        )  # fmt: skip
+        self._flushers.pop(event.source_id, None)
+        manifest = await asyncio.to_thread(source.load)
+        if target is None:
+            # The target is gone too (a later delete): its queued delete cleans up; the
+            # source's chunks only need their manifest dropped with them.
+            if manifest is not None:
+                await asyncio.to_thread(source.delete)
+            return
+        flusher = self._flusher(target)
+        if flusher.manifest is None:
+            await asyncio.to_thread(flusher.load)
+        if manifest is not None and manifest.storage_length > 0:
+            if flusher.storage_length < event.target_offset:
+                await self._bring_up_to_date(target.id, upto=event.target_offset)
+            if flusher.storage_length == event.target_offset:
+                await asyncio.to_thread(
+                    flusher.absorb, event.target_offset, manifest, event.time_ms
+                )
+                self._host.storage_advanced(target.id, flusher.storage_length)
+            await asyncio.to_thread(source.forget_manifest)
+        elif manifest is not None:
+            await asyncio.to_thread(source.forget_manifest)
+        self._dirty.setdefault(target.id, time.monotonic())

@@ -1,0 +1,55 @@
+"""Events through the embedded API: framing validation, atomic batches, whole-event reads."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from segmentstore import InvalidEventsError, SegmentStore
+from segmentstore.reading.events import encode
+
+
+async def test_batches_append_atomically_and_read_back_whole(store: SegmentStore) -> None:
+    await store.create_segment("e")
+    first = await store.append_events("e", [b"alpha", b"", b"gamma"])
+    assert (first.offset, first.events) == (0, 3)
+    second = await store.append_events("e", encode([b"x" * 100] * 10))
+    assert second.events == 10 and second.offset == first.length
+    read = await store.read_events("e", 0, max_bytes=20)
+    assert read.data == encode([b"alpha"])  # 13 bytes: the second event would cross 20
+    read = await store.read_events("e", read.next_offset, max_bytes=1 << 20)
+    assert read.data == encode([b"", b"gamma"] + [b"x" * 100] * 10)
+    assert read.next_offset == second.length
+    assert (await store.read_events("e", read.next_offset, wait_ms=0)).data == b""
+
+
+async def test_one_event_larger_than_max_bytes_is_still_returned(store: SegmentStore) -> None:
+    await store.create_segment("e")
+    await store.append_events("e", [b"y" * 100_000])
+    read = await store.read_events("e", 0, max_bytes=10)
+    assert read.data == encode([b"y" * 100_000]) and read.next_offset == 100_008
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        struct.pack(">ii", 1, 0),  # type 1
+        struct.pack(">ii", 0, -1),  # negative length
+        struct.pack(">ii", 0, 10) + b"short",  # past the end of the body
+        encode([b"ok"]) + b"\x00\x00",  # a torn header after a good event
+    ],
+)
+async def test_bad_framing_appends_nothing(store: SegmentStore, body: bytes) -> None:
+    await store.create_segment("e")
+    with pytest.raises(InvalidEventsError):
+        await store.append_events("e", body)
+    assert (await store.get_info("e")).length == 0
+
+
+async def test_reading_from_a_non_boundary_is_invalid(store: SegmentStore) -> None:
+    await store.create_segment("e")
+    await store.append_events("e", [b"payload"])
+    with pytest.raises(InvalidEventsError):
+        await store.read_events("e", 3)
