@@ -18,27 +18,27 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from cache import BlockArenaCache
-from segmentstore.attributes import AttributeUpdate
-from segmentstore.cache_manager import CacheManager
-from segmentstore.container import SegmentContainer
-from segmentstore.container_mapping import container_of
+from segmentstore.cache import BlockArenaCache
+from segmentstore.containers.container import SegmentContainer
+from segmentstore.containers.mapping import container_of
 from segmentstore.errors import (
     ContainerNotFoundError,
     InvalidArgumentError,
     InvalidEventsError,
     PayloadTooLargeError,
 )
-from segmentstore.events import HEADER as EVENT_HEADER
-from segmentstore.events import count as count_events
-from segmentstore.events import encode, event_size_at, whole_events
+from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.names import transaction_name, validate_int64, validate_segment_name
+from segmentstore.reading.cache_manager import CacheManager
+from segmentstore.reading.events import HEADER as EVENT_HEADER
+from segmentstore.reading.events import count as count_events
+from segmentstore.reading.events import encode, event_size_at, whole_events
+from segmentstore.reading.tier2_reads import Tier2Reads
 from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
 from segmentstore.settings import Settings
-from segmentstore.tier2_reads import Tier2Reads
-from tier1 import DurableDataLog
-from tier1.local import LocalDurableDataLog
-from tier2 import Tier2Error, open_chunk_storage
+from segmentstore.tier1 import DurableDataLog
+from segmentstore.tier1.local import LocalDurableDataLog
+from segmentstore.tier2 import Tier2Error, open_chunk_storage
 
 log = logging.getLogger(__name__)
 
@@ -358,8 +358,11 @@ class SegmentStore:
         return await self._for(name).truncate(name, _non_negative("offset", offset))
 
     async def merge(self, target: str, source: str) -> AppendResult:
-        container = self._for(target)
-        if self._for(source) is not container:
+        container, source_container = self._for(target), self._for(source)
+        if source_container is not container:
+            # As in Pravega, a missing segment is the answer before the container rule.
+            container.get_info(target)
+            source_container.get_info(source)
             raise InvalidArgumentError(
                 f"{source!r} and {target!r} live in different containers; only a transaction"
                 " (or another segment of the same container) can be merged"
