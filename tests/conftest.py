@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from jetstream_cluster import JetStreamCluster
 
 from segmentstore import SegmentStore
 
@@ -14,6 +15,18 @@ SMALL = {
     "tier1": {"segment_bytes": 64 * 1024},
     "durable_log": {"checkpoint_every_frames": 8, "max_frame_bytes": 16 * 1024},
 }
+
+
+@pytest.fixture(scope="session")
+def jetstream_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JetStreamCluster]:
+    """A three-node JetStream cluster on loopback, shared by the whole run (each user takes
+    streams of its own prefix)."""
+    cluster = JetStreamCluster(tmp_path_factory.mktemp("jetstream"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ _EXTRAS = {
         "server",
     ),
     "pyspark": "spark",
+    "nats": "cluster",
     "lmdb": "cache",
 }
 

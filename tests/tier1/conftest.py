@@ -5,17 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import os
 import resource
 import signal
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import nats
 import pytest
+from jetstream_cluster import JetStreamCluster
+from nats.js.errors import NotFoundError
 
 from segmentstore.tier1 import DurableDataLog, LocalDurableDataLog
+from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
+
+T = TypeVar("T")
+_PREFIXES = itertools.count()
 
 
 @pytest.fixture(autouse=True)
@@ -82,13 +91,83 @@ class LocalHarness(LogHarness):
             signal.signal(signal.SIGXFSZ, previous)
 
 
+class JetStreamHarness(LogHarness):
+    """A fresh stream (a prefix of its own) on the session's three-node JetStream cluster."""
+
+    name = "jetstream"
+
+    def __init__(self, cluster: JetStreamCluster) -> None:
+        self.options = JetStreamOptions(
+            servers=tuple(cluster.servers),
+            stream_prefix=f"t{next(_PREFIXES)}",
+            ack_timeout_ms=2_000,
+            write_timeout_ms=10_000,
+        )
+
+    def new_log(self) -> DurableDataLog:
+        return JetStreamDurableDataLog(self.options, container=0)
+
+    @contextmanager
+    def failing_writes(self) -> Iterator[None]:
+        """The stream refuses every new message, as a full medium would: its byte limit is set
+        to what it holds (with discard "new"), then lifted."""
+        stream = self.options.stream(0)
+        held = _in_a_thread(_stream_bytes(self.options.servers, stream))
+        _in_a_thread(_limit_stream(self.options.servers, stream, held))
+        try:
+            yield
+        finally:
+            _in_a_thread(_limit_stream(self.options.servers, stream, -1))
+
+    async def remove(self) -> None:
+        client = await nats.connect(list(self.options.servers))
+        try:
+            js = client.jetstream()
+            for name in (self.options.stream(0), f"KV_{self.options.epoch_bucket}"):
+                with suppress(NotFoundError):
+                    await js.delete_stream(name)
+        finally:
+            await client.close()
+
+
+def _in_a_thread(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` to the end on a loop of its own (for a synchronous context manager called
+    from a test's running loop)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
+
+
+async def _stream_bytes(servers: tuple[str, ...], stream: str) -> int:
+    client = await nats.connect(list(servers))
+    try:
+        return (await client.jetstream().stream_info(stream)).state.bytes
+    finally:
+        await client.close()
+
+
+async def _limit_stream(servers: tuple[str, ...], stream: str, max_bytes: int) -> None:
+    client = await nats.connect(list(servers))
+    try:
+        js = client.jetstream()
+        config = (await js.stream_info(stream)).config
+        config.max_bytes = max_bytes
+        await js.update_stream(config)
+    finally:
+        await client.close()
+
+
 # Another implementation joins the contract suite by adding its harness here.
-HARNESSES: dict[str, Callable[[Path], LogHarness]] = {"local": LocalHarness}
+HARNESSES = ("jetstream", "local")
 
 
-@pytest.fixture(params=sorted(HARNESSES))
-def harness(request: pytest.FixtureRequest, tmp_path: Path) -> LogHarness:
-    return HARNESSES[request.param](tmp_path)
+@pytest.fixture(params=HARNESSES)
+async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[LogHarness]:
+    if request.param == "local":
+        yield LocalHarness(tmp_path)
+        return
+    jetstream = JetStreamHarness(request.getfixturevalue("jetstream_cluster"))
+    yield jetstream
+    await jetstream.remove()
 
 
 @pytest.fixture

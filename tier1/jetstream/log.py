@@ -1,0 +1,337 @@
+"""A durable data log on NATS JetStream: one replicated stream per container.
+
+The same contract as every Tier 1 log (:mod:`segmentstore.tier1.log`), on a JetStream stream
+with file storage and ``replicas`` copies (3 by default):
+
+* **Durability.** A record's future resolves on the stream's acknowledgement, which JetStream
+  sends once a quorum of the replicas stored it. The servers must run with
+  ``jetstream { sync_interval: always }``: by default they sync to disk only every two minutes.
+* **Order, no gaps.** Appends are pipelined and chained with expected last sequences
+  (:mod:`.publisher`); a failure fails that record and every later one.
+* **Ownership and epoch.** :meth:`open` bumps the container's epoch with a compare-and-set in
+  the key-value bucket ``<prefix>-epochs``, then appends a fence message chained on the
+  stream's tail: every later append of a previous owner fails its chain and surfaces as
+  ``DataLogFencedError``.
+* **Records of any size.** A record larger than the servers' ``max_payload`` travels as several
+  messages and is reassembled on read; a record whose parts are not all there is never returned
+  (:mod:`.wire`).
+* **Truncation** purges the stream below an address; **reads** go through an ordered consumer
+  up to the tail the stream's leader reports, never a lagging follower.
+
+Every nats-py error is translated here into the ``DataLogError`` leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
+from nats.js.api import (
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    KeyValueConfig,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import NotFoundError as JsNotFoundError
+
+from segmentstore.tier1.errors import (
+    DataLogClosedError,
+    DataLogError,
+    DataLogWriteError,
+)
+from segmentstore.tier1.jetstream import wire
+from segmentstore.tier1.jetstream.options import JetStreamOptions
+from segmentstore.tier1.jetstream.publisher import Publisher, copy_error
+from segmentstore.tier1.log import Buffer, DurableDataLog, LogRecord
+
+log = logging.getLogger(__name__)
+
+_READ_IDLE_S = 10.0  # a read that receives nothing for this long has lost its consumer
+
+
+class JetStreamDurableDataLog(DurableDataLog):
+    """Container ``container``'s Tier 1 on the JetStream cluster that ``options`` names."""
+
+    def __init__(self, options: JetStreamOptions, container: int) -> None:
+        self._options = options
+        self._container = container
+        self._stream = options.stream(container)
+        self._subject = options.subject(container)
+        self._epoch = 0
+        self._client: Client | None = None
+        self._js: JetStreamContext | None = None
+        self._publisher: Publisher | None = None
+        self._closer: asyncio.Task[None] | None = None
+        self._size_bytes = 0
+
+    @property
+    def name(self) -> str:
+        return self._stream
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size_bytes
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> int:
+        if self._publisher is not None:
+            raise DataLogError(f"data log {self._stream} is already open")
+        self._closer = None
+        try:
+            client = await self._connect()
+        except (NatsError, OSError, TimeoutError) as error:
+            raise DataLogWriteError(
+                f"cannot reach JetStream at {self._options.servers}: {error!r}"
+            ) from error
+        try:
+            js = client.jetstream(timeout=self._options.ack_timeout_ms / 1000)
+            await self._ensure_stream(js)
+            self._epoch = await self._bump_epoch(js)
+            last = await self._fence(js)
+            info = await js.stream_info(self._stream)
+            self._size_bytes = info.state.bytes
+            max_part = max(4096, client.max_payload - wire.HEADER_ALLOWANCE)
+            publisher = Publisher(
+                client,
+                self._probe,
+                self._subject,
+                self._epoch,
+                last,
+                max_part,
+                self._options,
+                self._count_bytes,
+            )
+            await publisher.start()
+        except BaseException as error:
+            with contextlib.suppress(Exception):
+                await client.close()
+            if isinstance(error, NatsError | TimeoutError):
+                raise DataLogWriteError(
+                    f"cannot open data log {self._stream}: {error!r}"
+                ) from error
+            raise
+        self._client, self._js, self._publisher = client, js, publisher
+        log.info("data log %s open at epoch %d (tail %d)", self._stream, self._epoch, last)
+        return self._epoch
+
+    async def _connect(self) -> Client:
+        o = self._options
+        tls: ssl.SSLContext | None = None
+        if o.tls_ca_file or o.tls_cert_file:
+            tls = ssl.create_default_context(cafile=o.tls_ca_file)
+            if o.tls_cert_file:
+                tls.load_cert_chain(o.tls_cert_file, o.tls_key_file)
+
+        async def quiet(error: Exception) -> None:
+            log.debug("JetStream connection of %s: %r", self._stream, error)
+
+        return await nats.connect(
+            list(o.servers),
+            connect_timeout=o.connect_timeout_ms / 1000,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.2,
+            error_cb=quiet,
+            user=o.user,
+            password=o.password,
+            token=o.token,
+            user_credentials=o.credentials_file,
+            tls=tls,
+            name=f"segmentstore {self._stream}",
+        )
+
+    async def _ensure_stream(self, js: JetStreamContext) -> None:
+        """Create the stream if it is missing; refuse one that could lose acknowledged data."""
+        try:
+            info = await js.stream_info(self._stream)
+        except JsNotFoundError:
+            config = StreamConfig(
+                name=self._stream,
+                subjects=[self._subject],
+                storage=StorageType.FILE,
+                num_replicas=self._options.replicas,
+                discard=DiscardPolicy.NEW,
+                allow_direct=True,
+                duplicate_window=120.0,
+            )
+            with contextlib.suppress(BadRequestError):  # created meanwhile by another opener
+                await js.add_stream(config)
+            info = await js.stream_info(self._stream)
+        config = info.config
+        if config.storage != StorageType.FILE:
+            raise DataLogError(
+                f"stream {self._stream} keeps its messages in memory; Tier 1 needs file storage"
+            )
+        if (config.num_replicas or 1) < self._options.replicas:
+            raise DataLogError(
+                f"stream {self._stream} has {config.num_replicas} replicas, fewer than the"
+                f" {self._options.replicas} configured"
+            )
+
+    async def _bump_epoch(self, js: JetStreamContext) -> int:
+        bucket = await self._epoch_bucket(js)
+        key = f"container-{self._container}"
+        while True:
+            try:
+                entry = await bucket.get(key)
+            except KeyNotFoundError:
+                with contextlib.suppress(KeyWrongLastSequenceError, BadRequestError):
+                    await bucket.create(key, b"1")
+                    return 1
+                continue
+            epoch = int((entry.value or b"0").decode()) + 1
+            with contextlib.suppress(KeyWrongLastSequenceError, BadRequestError):
+                await bucket.update(key, str(epoch).encode(), last=entry.revision)
+                return epoch
+
+    async def _epoch_bucket(self, js: JetStreamContext) -> Any:
+        name = self._options.epoch_bucket
+        try:
+            return await js.key_value(name)
+        except (JsNotFoundError, NatsError):
+            with contextlib.suppress(BadRequestError):
+                return await js.create_key_value(
+                    KeyValueConfig(
+                        bucket=name,
+                        history=1,
+                        storage=StorageType.FILE,
+                        replicas=self._options.replicas,
+                    )
+                )
+            return await js.key_value(name)
+
+    async def _fence(self, js: JetStreamContext) -> int:
+        """Append this epoch's fence message after the stream's current tail; its sequence."""
+        deadline = time.monotonic() + self._options.write_timeout_ms / 1000
+        while True:
+            info = await js.stream_info(self._stream)
+            last = info.state.last_seq
+            try:
+                ack = await js.publish(
+                    self._subject,
+                    b"",
+                    headers={
+                        wire.KIND: wire.FENCE,
+                        wire.EPOCH: str(self._epoch),
+                        wire.MESSAGE_ID: f"{self._epoch}-fence",
+                        wire.EXPECTED_LAST_SEQUENCE: str(last),
+                    },
+                )
+                return ack.seq
+            except BadRequestError:
+                # The previous owner appended meanwhile: chain on the new tail.
+                if time.monotonic() > deadline:
+                    raise
+
+    async def _probe(self, sequence: int) -> str | None:
+        assert self._js is not None
+        message = await self._js.get_msg(self._stream, seq=sequence)
+        return (message.headers or {}).get(wire.MESSAGE_ID)
+
+    def _count_bytes(self, size: int) -> None:
+        self._size_bytes += size
+
+    async def close(self) -> None:
+        if self._closer is None:
+            self._closer = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._closer)
+
+    async def _close(self) -> None:
+        publisher, client = self._publisher, self._client
+        if publisher is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(publisher.drain(), self._options.write_timeout_ms / 1000)
+            await publisher.stop()
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+        self._publisher = None
+        self._client = self._js = None
+
+    # -- appends and reads -------------------------------------------------------------------
+
+    def append(self, parts: Sequence[Buffer]) -> asyncio.Future[int]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        publisher = self._publisher
+        if publisher is None or self._closer is not None:
+            future.set_exception(DataLogClosedError(f"data log {self._stream} is closed"))
+        elif publisher.failure is not None:
+            future.set_exception(copy_error(publisher.failure))
+        else:
+            publisher.append(b"".join(parts), future)
+        return future
+
+    async def read(self, from_address: int = 0) -> AsyncIterator[LogRecord]:
+        js = self._js
+        if js is None:
+            raise DataLogClosedError(f"data log {self._stream} is not open")
+        try:
+            info = await js.stream_info(self._stream)
+            last = info.state.last_seq
+            start = max(from_address, info.state.first_seq, 1)
+            if start > last:
+                return
+            subscription = await js.subscribe(
+                self._subject,
+                stream=self._stream,
+                ordered_consumer=True,
+                config=ConsumerConfig(
+                    deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start
+                ),
+            )
+        except (NatsError, TimeoutError) as error:
+            raise DataLogWriteError(f"cannot read data log {self._stream}: {error!r}") from error
+        assembler = wire.RecordAssembler()
+        try:
+            sequence = 0
+            while sequence < last:
+                try:
+                    msg = await subscription.next_msg(timeout=_READ_IDLE_S)
+                except (NatsError, TimeoutError) as error:
+                    raise DataLogWriteError(
+                        f"reading data log {self._stream} stopped at {sequence} of {last}:"
+                        f" {error!r}"
+                    ) from error
+                sequence = msg.metadata.sequence.stream
+                stored = wire.StoredMessage(sequence, dict(msg.headers or {}), msg.data)
+                whole = assembler.feed(stored)
+                if whole is not None:
+                    yield LogRecord(*whole)
+        finally:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+
+    async def truncate(self, below_address: int) -> None:
+        js = self._js
+        if js is None:
+            raise DataLogClosedError(f"data log {self._stream} is not open")
+        try:
+            info = await js.stream_info(self._stream)
+            # Never past the tail: a purge there would move the stream's next sequence and break
+            # the chain of expected last sequences.
+            below = min(below_address, info.state.last_seq + 1)
+            if below <= info.state.first_seq:
+                return
+            await js.purge_stream(self._stream, seq=below)
+            info = await js.stream_info(self._stream)
+        except (NatsError, TimeoutError) as error:
+            raise DataLogWriteError(
+                f"cannot truncate data log {self._stream}: {error!r}"
+            ) from error
+        self._size_bytes = info.state.bytes
