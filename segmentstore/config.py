@@ -66,7 +66,12 @@ def _from_environment(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
             raise InvalidArgumentError(
                 f"environment variable {name} is not SEGMENTSTORE_<SECTION>__<KEY>"
             )
-        found.setdefault(section, {})[key] = _env_value(value)
+        # A nested key (SEGMENTSTORE_TIER1__JETSTREAM__SERVERS) lands in its sub-table.
+        *path, leaf = key.split("__")
+        table = found.setdefault(section, {})
+        for part in path:
+            table = table.setdefault(part, {})
+        table[leaf] = _env_value(value)
     return found
 
 
@@ -74,7 +79,7 @@ def _env_value(value: str) -> Any:
     # Tables (e.g. tier2 options, auth tokens) come as JSON; everything else as text that
     # the settings model converts and checks.
     stripped = value.strip()
-    if stripped.startswith("{"):
+    if stripped.startswith(("{", "[")):
         try:
             return json.loads(stripped)
         except json.JSONDecodeError as error:
@@ -86,4 +91,12 @@ def _merge(into: dict[str, dict[str, Any]], source: Mapping[str, Any], where: st
     for section, values in source.items():
         if not isinstance(values, Mapping):
             raise InvalidArgumentError(f"{where}: section {section!r} must be a table")
-        into.setdefault(section, {}).update(values)
+        _merge_table(into.setdefault(section, {}), values)
+
+
+def _merge_table(into: dict[str, Any], values: Mapping[str, Any]) -> None:
+    for key, value in values.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge_table(into[key], value)
+        else:
+            into[key] = value

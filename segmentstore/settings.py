@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -84,12 +84,50 @@ class StorageWriterSettings(_Section):
     read_block_bytes: int = Field(default=1 * MiB, ge=4 * KiB)
 
 
+class JetStreamSettings(_Section):
+    """Tier 1 on NATS JetStream (``tier1.mode = "jetstream"``): a replicated stream per
+    container. The servers must run with ``jetstream { sync_interval: always }``."""
+
+    # Client URLs of the JetStream cluster (any of them; the client finds the rest).
+    servers: tuple[str, ...] = ("nats://127.0.0.1:4222",)
+    # Names the streams (<prefix>-container-N) and the epoch bucket (<prefix>-epochs): two
+    # deployments on one JetStream cluster need two prefixes.
+    stream_prefix: str = Field(default="segmentstore", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    # Copies of every record; a stream with fewer is refused. 3 survives the loss of a node.
+    replicas: int = Field(default=3, ge=1, le=5)
+    # A message not acknowledged in this time is probed and sent again ...
+    ack_timeout_ms: int = Field(default=5_000, ge=100)
+    # ... for at most this long (a leader election takes 5-10 s), then the append fails.
+    write_timeout_ms: int = Field(default=30_000, ge=1_000)
+    connect_timeout_ms: int = Field(default=5_000, ge=100)
+    # The publisher's pipeline: bytes sent and not yet acknowledged, at most.
+    max_in_flight_bytes: int = Field(default=32 * MiB, ge=1 * MiB)
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    credentials_file: Path | None = None
+    tls_ca_file: Path | None = None
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        # --nats and SEGMENTSTORE_TIER1__JETSTREAM__SERVERS take "nats://a:4222,nats://b:4222"
+        if isinstance(value, str):
+            return tuple(url.strip() for url in value.split(",") if url.strip())
+        return value
+
+
 class Tier1Settings(_Section):
-    mode: Literal["local"] = "local"
+    # local: a write-ahead log per container under <data_dir>/tier1 (one machine);
+    # jetstream: a replicated stream per container on NATS JetStream (see jetstream).
+    mode: Literal["local", "jetstream"] = "local"
     # A local log file rolls once it holds this much; truncation deletes whole files.
     segment_bytes: int = Field(default=64 * MiB, ge=4 * KiB)
     # ... or once its first record is this old, so that a quiet log still frees its files.
     segment_ms: int = Field(default=600_000, ge=1)
+    jetstream: JetStreamSettings = JetStreamSettings()
 
 
 class ApiSettings(_Section):
@@ -130,5 +168,9 @@ class Settings(_Section):
         for section, values in sections.items():
             if section not in merged:
                 raise ValueError(f"unknown settings section {section!r}")
-            merged[section].update(values)
+            for key, value in values.items():
+                if isinstance(value, dict) and isinstance(merged[section].get(key), dict):
+                    merged[section][key] = {**merged[section][key], **value}
+                else:
+                    merged[section][key] = value
         return Settings.model_validate(merged)

@@ -16,7 +16,7 @@ from collections.abc import Coroutine, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from segmentstore.cache import BlockArenaCache
 from segmentstore.containers.container import SegmentContainer
@@ -35,10 +35,13 @@ from segmentstore.reading.events import count as count_events
 from segmentstore.reading.events import encode, event_size_at, whole_events
 from segmentstore.reading.tier2_reads import Tier2Reads
 from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
-from segmentstore.settings import Settings
-from segmentstore.tier1 import DurableDataLog
+from segmentstore.settings import JetStreamSettings, Settings
+from segmentstore.tier1 import DataLogError, DurableDataLog
 from segmentstore.tier1.local import LocalDurableDataLog
 from segmentstore.tier2 import Tier2Error, open_chunk_storage
+
+if TYPE_CHECKING:
+    from segmentstore.tier1.jetstream import JetStreamOptions
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,31 @@ def _whole_bytes(view: memoryview) -> memoryview | bytes:
     if view.itemsize == view.ndim == 1 and view.contiguous:
         return view
     return view.cast("B") if view.c_contiguous else view.tobytes()
+
+
+def _jetstream_options(settings: JetStreamSettings) -> JetStreamOptions:
+    # Imported here: nats-py comes with the `cluster` extra, which a local Tier 1 does not need.
+    from segmentstore.tier1.jetstream import JetStreamOptions
+
+    def path(value: Path | None) -> str | None:
+        return None if value is None else os.fspath(value)
+
+    return JetStreamOptions(
+        servers=settings.servers,
+        stream_prefix=settings.stream_prefix,
+        replicas=settings.replicas,
+        ack_timeout_ms=settings.ack_timeout_ms,
+        write_timeout_ms=settings.write_timeout_ms,
+        connect_timeout_ms=settings.connect_timeout_ms,
+        max_in_flight_bytes=settings.max_in_flight_bytes,
+        user=settings.user,
+        password=settings.password,
+        token=settings.token,
+        credentials_file=path(settings.credentials_file),
+        tls_ca_file=path(settings.tls_ca_file),
+        tls_cert_file=path(settings.tls_cert_file),
+        tls_key_file=path(settings.tls_key_file),
+    )
 
 
 def _non_negative(what: str, value: object) -> int:
@@ -84,6 +112,11 @@ class SegmentStore:
         self.containers: list[SegmentContainer] = []
         self._restarts: dict[int, asyncio.Lock] = {}
         self._started = False
+        self._jetstream = (
+            _jetstream_options(settings.tier1.jetstream)
+            if settings.tier1.mode == "jetstream"
+            else None
+        )
 
     @classmethod
     def open(
@@ -133,7 +166,17 @@ class SegmentStore:
 
     async def start(self) -> None:
         data_dir = self.settings.store.data_dir
-        await asyncio.to_thread(self._claim_data_dir, data_dir)
+        if self._jetstream is None:
+            await asyncio.to_thread(self._claim_data_dir, data_dir)
+        else:
+            # Tier 1 is shared: the container count is recorded beside the epochs, and this
+            # node keeps nothing on its own disk.
+            from segmentstore.tier1.jetstream import claim_container_count
+
+            try:
+                await claim_container_count(self._jetstream, self._count)
+            except DataLogError as error:
+                raise InvalidArgumentError(str(error)) from error
         cache = self.settings.cache
         self.cache_manager = CacheManager(
             BlockArenaCache(cache.max_bytes, block_bytes=cache.block_bytes),
@@ -164,6 +207,10 @@ class SegmentStore:
         self._started = True
 
     def _data_log(self, container_id: int) -> DurableDataLog:
+        if self._jetstream is not None:
+            from segmentstore.tier1.jetstream import JetStreamDurableDataLog
+
+            return JetStreamDurableDataLog(self._jetstream, container_id)
         directory = self.settings.store.data_dir / "tier1" / f"container-{container_id:04d}"
         tier1 = self.settings.tier1
         return LocalDurableDataLog(

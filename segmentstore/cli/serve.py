@@ -24,8 +24,17 @@ def add_command(commands: Any) -> None:
     serve.add_argument("--port", type=int, default=None, help="default 9090")
     serve.add_argument("--containers", type=int, default=None, help="default 4")
     serve.add_argument("--tier2", default=None, help="default file://<data-dir>/tier2")
-    serve.add_argument("--tier1", default=None, help="local (the only Tier 1 of this build)")
-    serve.add_argument("--nats", default=None, help="JetStream URL (for --tier1 jetstream)")
+    serve.add_argument(
+        "--tier1",
+        choices=["local", "jetstream"],
+        default=None,
+        help="local files (default) or a replicated stream per container on NATS JetStream",
+    )
+    serve.add_argument(
+        "--nats",
+        default=None,
+        help="JetStream server URLs, comma-separated (tier1.jetstream.servers)",
+    )
     serve.add_argument("--print-config", action="store_true", help="print settings and exit")
     serve.set_defaults(run=run)
 
@@ -48,7 +57,6 @@ def run(args: argparse.Namespace) -> int:
 def _settings(args: argparse.Namespace) -> Settings:
     """Flags over ``SEGMENTSTORE_*`` variables over the config file (docs/api.md)."""
     from segmentstore.config import load_settings
-    from segmentstore.errors import InvalidArgumentError
 
     flags: dict[str, dict[str, Any]] = {"store": {}, "api": {}, "tier1": {}, "tier2": {}}
     for section, key, value in (
@@ -62,7 +70,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         if value is not None:
             flags[section][key] = value
     if args.nats is not None:
-        raise InvalidArgumentError("--nats needs the JetStream Tier 1, which this build lacks")
+        flags["tier1"]["jetstream"] = {"servers": args.nats}
     return load_settings(args.config, os.environ, flags)
 
 

@@ -186,10 +186,27 @@ async def _create(store: SegmentStore, name: str) -> None:
         await store.create_segment(name)
 
 
-async def run(data_dir: Path, segments: int, writers: int, round_no: int, seed: int) -> None:
+def store_options(jetstream: str | None) -> dict[str, Any]:
+    """STORE_OPTIONS, with Tier 1 on JetStream when ``jetstream`` is ``SERVERS/PREFIX``."""
+    if jetstream is None:
+        return STORE_OPTIONS
+    servers, _, prefix = jetstream.rpartition("/")
+    return {
+        **STORE_OPTIONS,
+        "tier1": {
+            "mode": "jetstream",
+            "jetstream": {"servers": servers, "stream_prefix": prefix, "ack_timeout_ms": 2000},
+        },
+    }
+
+
+async def run(
+    data_dir: Path, segments: int, writers: int, round_no: int, seed: int, jetstream: str | None
+) -> None:
     names = segment_names(segments)
     trimmed = trimmed_names()
-    async with SegmentStore.open(data_dir, containers=CONTAINERS, **STORE_OPTIONS) as store:
+    options = store_options(jetstream)
+    async with SegmentStore.open(data_dir, containers=CONTAINERS, **options) as store:
         await asyncio.gather(*(_create(store, name) for name in names + trimmed))
         _emit("READY")
         await asyncio.gather(
@@ -205,8 +222,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--writers", type=int, default=16)
     parser.add_argument("--round", type=int, default=0, dest="round_no")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jetstream", default=None, help="Tier 1 on JetStream: SERVERS/PREFIX")
     args = parser.parse_args(argv)
-    asyncio.run(run(args.data_dir, args.segments, args.writers, args.round_no, args.seed))
+    asyncio.run(
+        run(args.data_dir, args.segments, args.writers, args.round_no, args.seed, args.jetstream)
+    )
 
 
 if __name__ == "__main__":

@@ -34,16 +34,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import nats
 import pytest
 
 from segmentstore import SegmentStore
 
 from .crash_writer import (
     CONTAINERS,
-    STORE_OPTIONS,
     TRIMMED_CONTAINER,
     RecordError,
     decode_record,
+    store_options,
     trimmed_names,
 )
 from .victim_output import Ack, VictimOutput
@@ -87,7 +88,9 @@ def _parse_acks(lines: list[tuple[float, str]], kill_time: float, where: str) ->
     return _Round(acks, trims, before_kill)
 
 
-def _run_writer_round(data_dir: Path, round_no: int, seed: int, rng: random.Random) -> _Round:
+def _run_writer_round(
+    data_dir: Path, round_no: int, seed: int, rng: random.Random, jetstream: str | None
+) -> _Round:
     where = f"[seed={seed} round={round_no}]"
     stderr_path = data_dir.parent / f"writer-round-{round_no}.stderr"
     with open(stderr_path, "wb") as stderr:
@@ -102,6 +105,7 @@ def _run_writer_round(data_dir: Path, round_no: int, seed: int, rng: random.Rand
                 f"--writers={WRITERS}",
                 f"--round={round_no}",
                 f"--seed={seed}",
+                *([f"--jetstream={jetstream}"] if jetstream else []),
             ],
             cwd=REPO,
             stdout=subprocess.PIPE,
@@ -139,13 +143,14 @@ def _run_writer_round(data_dir: Path, round_no: int, seed: int, rng: random.Rand
 
 
 async def _recover(
-    data_dir: Path, where: str
+    data_dir: Path, where: str, jetstream: str | None
 ) -> tuple[list[int], dict[str, bytes], dict[str, tuple[int, bytes]]]:
     """Open the store as a fresh process would; return container epochs, the bytes of the
     untruncated segments and, for the trimmed ones, their start offset and bytes from there."""
     segments: dict[str, bytes] = {}
     trimmed: dict[str, tuple[int, bytes]] = {}
-    async with SegmentStore.open(data_dir, containers=CONTAINERS, **STORE_OPTIONS) as store:
+    options = store_options(jetstream)
+    async with SegmentStore.open(data_dir, containers=CONTAINERS, **options) as store:
         for container in store.containers:
             assert container.status.value == "running", (
                 f"{where}: container {container.id} is {container.status.value}"
@@ -300,6 +305,16 @@ def _verify_trimmed(trims: list[Ack], trimmed: dict[str, tuple[int, bytes]], whe
         assert same_writer == sorted(same_writer), f"{where}: {name} out of order: {records}"
 
 
+async def _stream_first_sequence(jetstream: str, container: int) -> int:
+    servers, _, prefix = jetstream.rpartition("/")
+    client = await nats.connect(servers.split(","))
+    try:
+        info = await client.jetstream().stream_info(f"{prefix}-container-{container}")
+        return info.state.first_seq
+    finally:
+        await client.close()
+
+
 def _tier1_truncated_below(data_dir: Path, container: int) -> int:
     meta = data_dir / "tier1" / f"container-{container:04d}" / "META"
     return int(json.loads(meta.read_text())["truncated_below"])
@@ -307,7 +322,14 @@ def _tier1_truncated_below(data_dir: Path, container: int) -> int:
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_acknowledged_appends_survive_sigkill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tier1", ["local", "jetstream"])
+def test_acknowledged_appends_survive_sigkill(
+    tier1: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    jetstream = None
+    if tier1 == "jetstream":
+        cluster = request.getfixturevalue("jetstream_cluster")
+        jetstream = f"{','.join(cluster.servers)}/crash{os.getpid()}"
     seed = int(os.environ.get("CRASH_TEST_SEED", random.SystemRandom().randrange(2**32)))
     print(f"CRASH_TEST_SEED={seed}")
     rng = random.Random(seed)
@@ -319,9 +341,9 @@ def test_acknowledged_appends_survive_sigkill(tmp_path: Path) -> None:
     known: dict[str, tuple[bytes, Records]] = {}
     for round_no in range(ROUNDS):
         where = f"[seed={seed} round={round_no}]"
-        result = _run_writer_round(data_dir, round_no, seed, rng)
+        result = _run_writer_round(data_dir, round_no, seed, rng, jetstream)
         all_acks.extend(result.acks)
-        epochs, segments, trimmed = asyncio.run(_recover(data_dir, where))
+        epochs, segments, trimmed = asyncio.run(_recover(data_dir, where, jetstream))
         assert len(segments) == SEGMENTS, f"{where}: segments {sorted(segments)}"
         unacked = _verify(all_acks, segments, known, where)
         _verify_trimmed([t for r in [*rounds, result] for t in r.trims], trimmed, where)
@@ -343,7 +365,11 @@ def test_acknowledged_appends_survive_sigkill(tmp_path: Path) -> None:
     summary = [(len(r.acks), r.acks_before_kill, r.unacked_present) for r in rounds]
     assert sum(len(r.trims) for r in rounds) > 100, f"[seed={seed}] too few truncations"
     # The trimmed container's Tier 1 really was truncated under the kills, not only rolled.
-    truncated_below = _tier1_truncated_below(data_dir, TRIMMED_CONTAINER)
+    truncated_below = (
+        _tier1_truncated_below(data_dir, TRIMMED_CONTAINER)
+        if jetstream is None
+        else asyncio.run(_stream_first_sequence(jetstream, TRIMMED_CONTAINER)) - 1
+    )
     print(f"container {TRIMMED_CONTAINER}: Tier 1 truncated below address {truncated_below}")
     assert truncated_below > 0
     assert len(all_acks) > MIN_TOTAL_ACKS, f"[seed={seed}] too few acks to mean much: {summary}"

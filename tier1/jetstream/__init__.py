@@ -5,7 +5,8 @@
 bucket ``<prefix>-epochs``. Importing this package needs ``nats-py`` (the ``cluster`` extra).
 """
 
+from segmentstore.tier1.jetstream.deployment import claim_container_count
 from segmentstore.tier1.jetstream.log import JetStreamDurableDataLog
 from segmentstore.tier1.jetstream.options import JetStreamOptions
 
-__all__ = ["JetStreamDurableDataLog", "JetStreamOptions"]
+__all__ = ["JetStreamDurableDataLog", "JetStreamOptions", "claim_container_count"]

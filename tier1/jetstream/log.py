@@ -95,7 +95,7 @@ class JetStreamDurableDataLog(DurableDataLog):
             raise DataLogError(f"data log {self._stream} is already open")
         self._closer = None
         try:
-            client = await self._connect()
+            client = await connect(self._options, f"segmentstore {self._stream}")
         except (NatsError, OSError, TimeoutError) as error:
             raise DataLogWriteError(
                 f"cannot reach JetStream at {self._options.servers}: {error!r}"
@@ -131,31 +131,6 @@ class JetStreamDurableDataLog(DurableDataLog):
         log.info("data log %s open at epoch %d (tail %d)", self._stream, self._epoch, last)
         return self._epoch
 
-    async def _connect(self) -> Client:
-        o = self._options
-        tls: ssl.SSLContext | None = None
-        if o.tls_ca_file or o.tls_cert_file:
-            tls = ssl.create_default_context(cafile=o.tls_ca_file)
-            if o.tls_cert_file:
-                tls.load_cert_chain(o.tls_cert_file, o.tls_key_file)
-
-        async def quiet(error: Exception) -> None:
-            log.debug("JetStream connection of %s: %r", self._stream, error)
-
-        return await nats.connect(
-            list(o.servers),
-            connect_timeout=o.connect_timeout_ms / 1000,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.2,
-            error_cb=quiet,
-            user=o.user,
-            password=o.password,
-            token=o.token,
-            user_credentials=o.credentials_file,
-            tls=tls,
-            name=f"segmentstore {self._stream}",
-        )
-
     async def _ensure_stream(self, js: JetStreamContext) -> None:
         """Create the stream if it is missing; refuse one that could lose acknowledged data."""
         try:
@@ -185,7 +160,7 @@ class JetStreamDurableDataLog(DurableDataLog):
             )
 
     async def _bump_epoch(self, js: JetStreamContext) -> int:
-        bucket = await self._epoch_bucket(js)
+        bucket = await epoch_bucket(js, self._options)
         key = f"container-{self._container}"
         while True:
             try:
@@ -199,22 +174,6 @@ class JetStreamDurableDataLog(DurableDataLog):
             with contextlib.suppress(KeyWrongLastSequenceError, BadRequestError):
                 await bucket.update(key, str(epoch).encode(), last=entry.revision)
                 return epoch
-
-    async def _epoch_bucket(self, js: JetStreamContext) -> Any:
-        name = self._options.epoch_bucket
-        try:
-            return await js.key_value(name)
-        except (JsNotFoundError, NatsError):
-            with contextlib.suppress(BadRequestError):
-                return await js.create_key_value(
-                    KeyValueConfig(
-                        bucket=name,
-                        history=1,
-                        storage=StorageType.FILE,
-                        replicas=self._options.replicas,
-                    )
-                )
-            return await js.key_value(name)
 
     async def _fence(self, js: JetStreamContext) -> int:
         """Append this epoch's fence message after the stream's current tail; its sequence."""
@@ -335,3 +294,46 @@ class JetStreamDurableDataLog(DurableDataLog):
                 f"cannot truncate data log {self._stream}: {error!r}"
             ) from error
         self._size_bytes = info.state.bytes
+
+
+async def connect(options: JetStreamOptions, name: str) -> Client:
+    """A connection to the JetStream cluster that reconnects by itself and logs quietly."""
+    tls: ssl.SSLContext | None = None
+    if options.tls_ca_file or options.tls_cert_file:
+        tls = ssl.create_default_context(cafile=options.tls_ca_file)
+        if options.tls_cert_file:
+            tls.load_cert_chain(options.tls_cert_file, options.tls_key_file)
+
+    async def quiet(error: Exception) -> None:
+        log.debug("JetStream connection %s: %r", name, error)
+
+    return await nats.connect(
+        list(options.servers),
+        connect_timeout=options.connect_timeout_ms / 1000,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.2,
+        error_cb=quiet,
+        user=options.user,
+        password=options.password,
+        token=options.token,
+        user_credentials=options.credentials_file,
+        tls=tls,
+        name=name,
+    )
+
+
+async def epoch_bucket(js: JetStreamContext, options: JetStreamOptions) -> Any:
+    """The deployment's key-value bucket of container epochs, created on first use."""
+    try:
+        return await js.key_value(options.epoch_bucket)
+    except (JsNotFoundError, NatsError):
+        with contextlib.suppress(BadRequestError):
+            return await js.create_key_value(
+                KeyValueConfig(
+                    bucket=options.epoch_bucket,
+                    history=1,
+                    storage=StorageType.FILE,
+                    replicas=options.replicas,
+                )
+            )
+        return await js.key_value(options.epoch_bucket)
