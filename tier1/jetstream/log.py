@@ -9,9 +9,12 @@ with file storage and ``replicas`` copies (3 by default):
 * **Order, no gaps.** Appends are pipelined and chained with expected last sequences
   (:mod:`.publisher`); a failure fails that record and every later one.
 * **Ownership and epoch.** :meth:`open` bumps the container's epoch with a compare-and-set in
-  the key-value bucket ``<prefix>-epochs``, then appends a fence message chained on the
-  stream's tail: every later append of a previous owner fails its chain and surfaces as
-  ``DataLogFencedError``.
+  the key-value bucket ``<prefix>-epochs`` and switches the stream over to that epoch's subject
+  (``<prefix>.container.N.e<epoch>``): from then on the stream stores nothing a previous owner
+  sends (its publishes find no stream, it sees the higher epoch, and it fails with
+  ``DataLogFencedError``). A fence message then marks where the new epoch starts. Chaining
+  alone could not fence: a stale owner's pipelined message may expect exactly the sequence
+  that the new owner's first message took.
 * **Records of any size.** A record larger than the servers' ``max_payload`` travels as several
   messages and is reassembled on read; a record whose parts are not all there is never returned
   (:mod:`.wire`).
@@ -49,6 +52,7 @@ from nats.js.errors import NotFoundError as JsNotFoundError
 from segmentstore.tier1.errors import (
     DataLogClosedError,
     DataLogError,
+    DataLogFencedError,
     DataLogWriteError,
 )
 from segmentstore.tier1.jetstream import wire
@@ -68,7 +72,7 @@ class JetStreamDurableDataLog(DurableDataLog):
         self._options = options
         self._container = container
         self._stream = options.stream(container)
-        self._subject = options.subject(container)
+        self._subject = ""  # the subject of this owner's epoch, once open
         self._epoch = 0
         self._client: Client | None = None
         self._js: JetStreamContext | None = None
@@ -104,6 +108,8 @@ class JetStreamDurableDataLog(DurableDataLog):
             js = client.jetstream(timeout=self._options.ack_timeout_ms / 1000)
             await self._ensure_stream(js)
             self._epoch = await self._bump_epoch(js)
+            self._subject = self._options.subject(self._container, self._epoch)
+            await self._claim_stream(js)
             last = await self._fence(js)
             info = await js.stream_info(self._stream)
             self._size_bytes = info.state.bytes
@@ -111,6 +117,7 @@ class JetStreamDurableDataLog(DurableDataLog):
             publisher = Publisher(
                 client,
                 self._probe,
+                self._check_ownership,
                 self._subject,
                 self._epoch,
                 last,
@@ -138,7 +145,7 @@ class JetStreamDurableDataLog(DurableDataLog):
         except JsNotFoundError:
             config = StreamConfig(
                 name=self._stream,
-                subjects=[self._subject],
+                subjects=[self._options.subject(self._container, 0)],
                 storage=StorageType.FILE,
                 num_replicas=self._options.replicas,
                 discard=DiscardPolicy.NEW,
@@ -174,6 +181,29 @@ class JetStreamDurableDataLog(DurableDataLog):
             with contextlib.suppress(KeyWrongLastSequenceError, BadRequestError):
                 await bucket.update(key, str(epoch).encode(), last=entry.revision)
                 return epoch
+
+    async def _claim_stream(self, js: JetStreamContext) -> None:
+        """Make the stream take this epoch's subject only, unless a newer epoch exists."""
+        info = await js.stream_info(self._stream)
+        if info.config.subjects != [self._subject]:
+            info.config.subjects = [self._subject]
+            await js.update_stream(info.config)
+        # An opener of an older epoch may have switched the stream after we read the epoch:
+        # whoever holds the newest epoch switches it back (see _check_ownership).
+        newest = await self._newest_epoch(js)
+        if newest > self._epoch:
+            raise DataLogFencedError(self._epoch, newest)
+
+    async def _newest_epoch(self, js: JetStreamContext) -> int:
+        bucket = await epoch_bucket(js, self._options)
+        entry = await bucket.get(f"container-{self._container}")
+        return int((entry.value or b"0").decode())
+
+    async def _check_ownership(self) -> None:
+        """Raise ``DataLogFencedError`` if a newer epoch took over; otherwise make sure the
+        stream still takes this epoch's subject (the publisher asks after "no responders")."""
+        assert self._js is not None
+        await self._claim_stream(self._js)
 
     async def _fence(self, js: JetStreamContext) -> int:
         """Append this epoch's fence message after the stream's current tail; its sequence."""
@@ -247,7 +277,7 @@ class JetStreamDurableDataLog(DurableDataLog):
             if start > last:
                 return
             subscription = await js.subscribe(
-                self._subject,
+                "",  # every subject: records of earlier epochs too
                 stream=self._stream,
                 ordered_consumer=True,
                 config=ConsumerConfig(

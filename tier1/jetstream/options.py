@@ -10,9 +10,10 @@ class JetStreamOptions:
     """How to reach the JetStream cluster and name a container's stream.
 
     ``stream_prefix`` names everything this deployment keeps in JetStream: container ``7``'s
-    stream is ``<prefix>-container-7`` on subject ``<prefix>.container.7``, and the epochs live
-    in the key-value bucket ``<prefix>-epochs``. Two deployments sharing one JetStream cluster
-    need two prefixes.
+    stream is ``<prefix>-container-7``, which takes messages on the subject of its owner's
+    epoch only (``<prefix>.container.7.e<epoch>``), and the epochs live in the key-value
+    bucket ``<prefix>-epochs``. Two deployments sharing one JetStream cluster need two
+    prefixes.
     """
 
     servers: tuple[str, ...] = ("nats://127.0.0.1:4222",)
@@ -49,8 +50,8 @@ class JetStreamOptions:
     def stream(self, container: int) -> str:
         return f"{self.stream_prefix}-container-{container}"
 
-    def subject(self, container: int) -> str:
-        return f"{self.stream_prefix}.container.{container}"
+    def subject(self, container: int, epoch: int) -> str:
+        return f"{self.stream_prefix}.container.{container}.e{epoch}"
 
     @property
     def epoch_bucket(self) -> str:

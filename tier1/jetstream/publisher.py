@@ -7,11 +7,12 @@ chain breaks at the new owner's fence message, which is how a stale owner is sto
 
 Acknowledgements come back to one inbox subscription (nats-py's ``publish_async`` futures can
 hang when the server answers an error, so this does its own bookkeeping). When a message is not
-acknowledged in ``ack_timeout_ms``, or the stream answers "no responders" (a leader election) or
-a broken chain, the publisher stops sending, lets what is in flight settle, and *probes* the
-stream at the sequence the first unacknowledged message expected: if that message is there
-(its acknowledgement was lost) it counts as acknowledged; if nothing is there, everything from
-it on is sent again; if another writer's message is there, the log is fenced. Retrying goes on
+acknowledged in ``ack_timeout_ms``, or the stream answers "no responders" (a leader election,
+or a newer owner took the stream) or a broken chain, the publisher stops sending, lets what is
+in flight settle, checks that no newer epoch owns the stream, and *probes* the stream at the
+sequence the first unacknowledged message expected: if that message is there (its
+acknowledgement was lost) it counts as acknowledged; if nothing is there, everything from it
+on is sent again; if another writer's message is there, the log is fenced. Retrying goes on
 for at most ``write_timeout_ms``, then every unacknowledged record fails.
 
 Records resolve in append order, each once all of its messages are acknowledged (a quorum of
@@ -86,6 +87,7 @@ class Publisher:
         self,
         client: Client,
         probe: Callable[[int], Any],
+        check_ownership: Callable[[], Any],
         subject: str,
         epoch: int,
         last_sequence: int,
@@ -95,6 +97,8 @@ class Publisher:
     ) -> None:
         self._client = client
         self._probe = probe  # sequence -> awaitable of the stored message's id (or NotFound)
+        # -> awaitable; raises DataLogFencedError if a newer epoch owns the stream
+        self._check_ownership = check_ownership
         self._subject = subject
         self._epoch = epoch
         self._next_expected = last_sequence
@@ -305,7 +309,11 @@ class Publisher:
                 return
             head = pipeline.messages[0]
             try:
+                await self._check_ownership()
                 stored_id = await self._probe(head.expected + 1)
+            except DataLogFencedError as fenced:
+                self.fail(fenced)
+                return
             except NotFoundError:
                 break  # nothing stored after the last acknowledged message: send again
             except (NatsError, TimeoutError) as error:

@@ -1,0 +1,178 @@
+"""What the JetStream data log adds to the contract: fencing, node failures, its refusals.
+
+The contract itself runs in test_data_log_contract.py; these tests use the same real
+three-node cluster, and the kill test a cluster of its own whose nodes it SIGKILLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+from collections.abc import Iterator
+
+import nats
+import pytest
+from jetstream_cluster import JetStreamCluster
+from nats.js.api import StorageType, StreamConfig
+
+from segmentstore.tier1 import DataLogError, DataLogFencedError, LogRecord
+from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
+
+_PREFIXES = itertools.count()
+
+
+def options_for(cluster: JetStreamCluster, **overrides: int) -> JetStreamOptions:
+    settings: dict[str, int] = {"ack_timeout_ms": 2_000, "write_timeout_ms": 30_000}
+    settings.update(overrides)
+    return JetStreamOptions(
+        servers=tuple(cluster.servers),
+        stream_prefix=f"jl{next(_PREFIXES)}",
+        **settings,  # type: ignore[arg-type]
+    )
+
+
+async def read_all(log: JetStreamDurableDataLog) -> list[LogRecord]:
+    return [record async for record in log.read()]
+
+
+async def test_a_stale_owner_is_fenced_and_its_late_writes_never_read(
+    jetstream_cluster: JetStreamCluster,
+) -> None:
+    options = options_for(jetstream_cluster)
+    old = JetStreamDurableDataLog(options, 0)
+    old_epoch = await old.open()
+    before = [await old.append([f"old {i}".encode()]) for i in range(20)]
+
+    new = JetStreamDurableDataLog(options, 0)
+    assert await new.open() > old_epoch
+    # Everything the old owner sends now is refused, however many it pipelines.
+    late = [old.append([f"late {i}".encode()]) for i in range(50)]
+    results = await asyncio.gather(*late, return_exceptions=True)
+    assert all(isinstance(r, DataLogFencedError) for r in results), results
+    refused = old.append([b"after the fence"])
+    with pytest.raises(DataLogFencedError):
+        await refused
+    await old.close()
+
+    after = await new.append([b"new 0"])
+    records = await read_all(new)
+    assert [r.address for r in records] == [*before, after]
+    assert [r.data for r in records] == [f"old {i}".encode() for i in range(20)] + [b"new 0"]
+    await new.close()
+
+
+async def test_a_stream_that_could_lose_data_is_refused(
+    jetstream_cluster: JetStreamCluster,
+) -> None:
+    options = options_for(jetstream_cluster)
+    client = await nats.connect(jetstream_cluster.servers)
+    try:
+        js = client.jetstream()
+        await js.add_stream(
+            StreamConfig(
+                name=options.stream(0),
+                subjects=[options.subject(0, 0)],
+                storage=StorageType.MEMORY,
+                num_replicas=3,
+            )
+        )
+        with pytest.raises(DataLogError, match="file storage"):
+            await JetStreamDurableDataLog(options, 0).open()
+        await js.delete_stream(options.stream(0))
+        await js.add_stream(
+            StreamConfig(
+                name=options.stream(1),
+                subjects=[options.subject(1, 0)],
+                storage=StorageType.FILE,
+                num_replicas=1,
+            )
+        )
+        with pytest.raises(DataLogError, match="1 replicas, fewer than the 3"):
+            await JetStreamDurableDataLog(options, 1).open()
+        await js.delete_stream(options.stream(1))
+    finally:
+        await client.close()
+
+
+# -- node failures -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def killable_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JetStreamCluster]:
+    """A cluster of this module's own: its nodes are killed."""
+    cluster = JetStreamCluster(tmp_path_factory.mktemp("killable"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+class Load:
+    """Writers appending numbered records until stopped; every acknowledgement is kept."""
+
+    def __init__(self, log: JetStreamDurableDataLog, writers: int) -> None:
+        self.log = log
+        self.acked: dict[int, bytes] = {}
+        self.last_ack = time.monotonic()
+        self.longest_gap_s = 0.0
+        self._stop = asyncio.Event()
+        self._tasks = [asyncio.create_task(self._write(w)) for w in range(writers)]
+
+    async def _write(self, writer: int) -> None:
+        rng = random.Random(writer)
+        for seq in itertools.count():
+            if self._stop.is_set():
+                return
+            payload = f"{writer}:{seq}:".encode() + rng.randbytes(rng.choice([100, 3000, 70_000]))
+            address = await self.log.append([payload])
+            now = time.monotonic()
+            self.longest_gap_s = max(self.longest_gap_s, now - self.last_ack)
+            self.last_ack = now
+            self.acked[address] = payload
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await asyncio.gather(*self._tasks)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+async def test_no_acknowledged_record_is_lost_when_a_follower_then_the_leader_dies(
+    killable_cluster: JetStreamCluster,
+) -> None:
+    options = options_for(killable_cluster)
+    log = JetStreamDurableDataLog(options, 0)
+    await log.open()
+    load = Load(log, writers=8)
+    stalls = {}
+    for role in ("follower", "leader"):
+        await asyncio.sleep(1.5)
+        leader = await killable_cluster.stream_leader(options.stream(0))
+        victim = (
+            leader
+            if role == "leader"
+            else next(n.name for n in killable_cluster.nodes if n.name != leader)
+        )
+        acked_before = len(load.acked)
+        load.longest_gap_s = 0.0
+        killable_cluster.node(victim).sigkill()
+        await asyncio.sleep(12)  # an election takes 5-10 s; appends must go on after it
+        assert len(load.acked) > acked_before, f"no append acknowledged after the {role} died"
+        stalls[role] = load.longest_gap_s
+        killable_cluster.node(victim).start()
+        await killable_cluster.ready()
+    await asyncio.sleep(1)
+    await load.stop()
+    await log.close()
+    print(f"longest pause between acknowledgements: {stalls}, {len(load.acked)} records")
+
+    reopened = JetStreamDurableDataLog(options, 0)
+    await reopened.open()
+    found = {record.address: record.data for record in await read_all(reopened)}
+    await reopened.close()
+    missing = [address for address in load.acked if found.get(address) != load.acked[address]]
+    assert missing == [], f"{len(missing)} acknowledged records lost or changed"
+    assert len(load.acked) > 1000
