@@ -64,6 +64,13 @@ class DurableDataLog(ABC):
         """Durably discard every record whose address is below ``below_address``."""
 
     @property
+    def available(self) -> bool:
+        """False while the medium is known to be unable to make records durable for now (a
+        replicated log electing a leader): appends still queue and are retried, but a caller
+        may turn new work away with a retryable error instead of letting it wait."""
+        return True
+
+    @property
     @abstractmethod
     def size_bytes(self) -> int:
         """Bytes the log currently occupies on its medium (for metrics and back-pressure)."""

@@ -149,7 +149,7 @@ class DurableLog:
         (acknowledged, refused or failed), or at once if ``op`` is not admitted."""
         if self._in_flight_bytes + size > self._max_in_flight_bytes:
             return self._submit_when_room(op, size, reserved)
-        if self._failure is not None or self._closing:
+        if self._failure is not None or self._closing or not self._data_log.available:
             self._release(reserved)
             raise self._unavailable()
         window = self._open
@@ -369,6 +369,12 @@ class DurableLog:
             return InsufficientStorageError(f"Tier 1 is out of space: {failure}")
         if isinstance(failure, SegmentStoreError):
             return failure
+        if failure is None and not self._closing:
+            # A replicated Tier 1 retrying through a leader election: what is queued waits for
+            # it; new changes are turned away at once with a retryable 503, not left hanging.
+            return ContainerUnavailableError(
+                self._container_id, "Tier 1 is electing a leader", 2000
+            )
         reason = "stopped" if failure is None else f"Tier 1 failed: {failure}"
         return ContainerUnavailableError(self._container_id, reason)
 

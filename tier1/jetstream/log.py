@@ -92,6 +92,11 @@ class JetStreamDurableDataLog(DurableDataLog):
     def size_bytes(self) -> int:
         return self._size_bytes
 
+    @property
+    def available(self) -> bool:
+        publisher = self._publisher
+        return publisher is not None and not publisher.stalled
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> int:

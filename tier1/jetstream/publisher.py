@@ -127,6 +127,11 @@ class Publisher:
     def failure(self) -> DataLogError | None:
         return self._failure
 
+    @property
+    def stalled(self) -> bool:
+        """Retrying: a message went unacknowledged and nothing was acknowledged since."""
+        return self._stalled_since is not None
+
     def append(self, record: bytes, future: asyncio.Future[int]) -> None:
         parts = wire.split(record, self._max_part_bytes)
         entry = _Record(future, len(parts), size=len(record))
