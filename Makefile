@@ -47,6 +47,7 @@ bench: $(STAMP) ## Every benchmark, each with its same-run baseline (bench-*.jso
 	$(BIN)/segmentstore bench writer --json bench-writer.json
 	$(BIN)/segmentstore bench offset-at --json bench-offset-at.json
 	$(BIN)/segmentstore bench http --json bench-http.json
+	$(BIN)/segmentstore bench tier1 --json bench-tier1.json
 	$(BIN)/segmentstore bench spark --json bench-spark.json
 
 clean: ## Remove the virtual environment and caches

@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from jetstream_cluster import JetStreamCluster
 
 from segmentstore import SegmentStore
+from segmentstore.bench.jetstream_cluster import JetStreamCluster
 
 # Small enough that files roll, checkpoints happen and Tier 1 truncates within a test.
 SMALL = {

@@ -79,7 +79,7 @@ FRAMEWORKS = {
     "boto3": {"tier1", "tier2"},
     "botocore": {"tier1", "tier2"},
     "lmdb": {"cache"},
-    "nats": {"tier1"},
+    "nats": {"tier1", "bench"},  # bench: the loopback JetStream cluster it starts
 }
 # names that only exist in the repository, never installed: importing them is a bug
 UNINSTALLED = {"tier1", "tier2", "cache", "api", "jobs"}

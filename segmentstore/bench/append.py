@@ -54,12 +54,18 @@ def raw_grouped_fdatasync(directory: Path, size: int, group: int, seconds: float
 
 
 async def run_store(
-    directory: Path, size: int, writers: int, segments: int, seconds: float
+    directory: Path,
+    size: int,
+    writers: int,
+    segments: int,
+    seconds: float,
+    tier1: dict[str, Any] | None = None,
 ) -> dict[str, float]:
+    """Appends/s and latencies of a store over ``directory`` (``tier1``: that section)."""
     payload = os.urandom(size)
     latencies: list[float] = []
     count = 0
-    async with SegmentStore.open(directory / "store") as store:
+    async with SegmentStore.open(directory / "store", tier1=tier1 or {}) as store:
         names = [f"bench/segment-{i}" for i in range(segments)]
         for name in names:
             await store.create_segment(name)

@@ -78,6 +78,16 @@ def add_command(commands: Any) -> None:
     http.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
     http.add_argument("--json", default=None, help="also write the results here")
     http.set_defaults(run=_http)
+    tier1 = benches.add_parser(
+        "tier1", help="appends on the JetStream Tier 1 (3 local nodes) vs the local Tier 1"
+    )
+    tier1.add_argument("--seconds", type=float, default=5.0, help="per case and Tier 1")
+    tier1.add_argument("--rounds", type=int, default=3, help="local and JetStream alternate")
+    tier1.add_argument("--segments", type=int, default=16, help="writers share these")
+    tier1.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    tier1.add_argument("--json", default=None, help="also write the results here")
+    tier1.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
+    tier1.set_defaults(run=_tier1)
     spark = benches.add_parser("spark", help="the Spark data source vs pyarrow in one process")
     spark.add_argument("--segments", type=int, default=4, help="event segments to scan")
     spark.add_argument("--segment-mib", type=int, default=128, help="MiB of events per segment")
@@ -106,6 +116,13 @@ def _append(args: argparse.Namespace) -> int:
         args.loop,
         args.rounds,
     )
+    return 0
+
+
+def _tier1(args: argparse.Namespace) -> int:
+    from segmentstore.bench import tier1
+
+    tier1.run(args.seconds, args.rounds, args.segments, args.dir, args.json, args.loop)
     return 0
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from jetstream_cluster import JetStreamCluster
 from served_store import ServedStore
+
+from segmentstore.bench.jetstream_cluster import JetStreamCluster
 
 WRITERS = 8
 

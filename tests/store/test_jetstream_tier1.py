@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jetstream_cluster import JetStreamCluster
 
 from segmentstore import InvalidArgumentError, SegmentStore
+from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.cli.serve import add_command
 from segmentstore.config import load_settings
 

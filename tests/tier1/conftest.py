@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import nats
 import pytest
-from jetstream_cluster import JetStreamCluster
 from nats.js.errors import NotFoundError
 
+from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1 import DurableDataLog, LocalDurableDataLog
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
 

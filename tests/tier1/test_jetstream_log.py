@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import nats
 import pytest
-from jetstream_cluster import JetStreamCluster
 from nats.js.api import StorageType, StreamConfig
 
+from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1 import DataLogError, DataLogFencedError, LogRecord
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
 

