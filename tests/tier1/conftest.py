@@ -102,6 +102,8 @@ class JetStreamHarness(LogHarness):
             stream_prefix=f"t{next(_PREFIXES)}",
             ack_timeout_ms=2_000,
             write_timeout_ms=10_000,
+            # Records of the contract suite above this span several messages (multi-part).
+            max_message_bytes=256 * 1024,
         )
 
     def new_log(self) -> DurableDataLog:

@@ -18,7 +18,7 @@ from nats.js.api import StorageType, StreamConfig
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1 import DataLogError, DataLogFencedError, LogRecord
-from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
+from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions, wire
 
 _PREFIXES = itertools.count()
 
@@ -176,3 +176,28 @@ async def test_no_acknowledged_record_is_lost_when_a_follower_then_the_leader_di
     missing = [address for address in load.acked if found.get(address) != load.acked[address]]
     assert missing == [], f"{len(missing)} acknowledged records lost or changed"
     assert len(load.acked) > 1000
+
+
+def stored(sequence: int, data: bytes, **headers: str) -> wire.StoredMessage:
+    return wire.StoredMessage(sequence, dict(headers), data)
+
+
+def test_records_are_reassembled_and_a_torn_one_is_dropped() -> None:
+    part = {"Segmentstore-Part": ""}
+    messages = [
+        stored(1, b"whole"),
+        stored(2, b"ab", **{**part, "Segmentstore-Part": "1/3"}),
+        stored(3, b"cd", **{**part, "Segmentstore-Part": "2/3"}),
+        stored(4, b"ef", **{**part, "Segmentstore-Part": "3/3"}),
+        # a writer died after two of three parts; the next owner's fence follows
+        stored(5, b"gh", **{**part, "Segmentstore-Part": "1/3"}),
+        stored(6, b"ij", **{**part, "Segmentstore-Part": "2/3"}),
+        stored(7, b"", **{"Segmentstore-Kind": "fence"}),
+        stored(8, b"after"),
+        # a read that starts inside a record skips to the next one
+        stored(9, b"kl", **{**part, "Segmentstore-Part": "2/2"}),
+        stored(10, b"next"),
+    ]
+    assembler = wire.RecordAssembler()
+    found = [whole for m in messages if (whole := assembler.feed(m)) is not None]
+    assert found == [(1, b"whole"), (2, b"abcdef"), (8, b"after"), (10, b"next")]

@@ -119,6 +119,8 @@ class JetStreamDurableDataLog(DurableDataLog):
             info = await js.stream_info(self._stream)
             self._size_bytes = info.state.bytes
             max_part = max(4096, client.max_payload - wire.HEADER_ALLOWANCE)
+            if self._options.max_message_bytes is not None:
+                max_part = min(max_part, self._options.max_message_bytes)
             publisher = Publisher(
                 client,
                 self._probe,

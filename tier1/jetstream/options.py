@@ -29,6 +29,9 @@ class JetStreamOptions:
     connect_timeout_ms: int = 5_000
     # Messages sent and not yet acknowledged, at most (the pipeline's depth), in bytes.
     max_in_flight_bytes: int = 32 << 20
+    # A record larger than this travels as several messages. None: as large as the servers'
+    # max_payload allows (less room for headers).
+    max_message_bytes: int | None = None
     user: str | None = None
     password: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
