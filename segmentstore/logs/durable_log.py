@@ -81,6 +81,9 @@ class DurableLog:
     ) -> None:
         self._container_id = container_id
         self._data_log = data_log
+        # Only a log that can stall (a replicated one) is asked, once per operation, whether
+        # it takes records now: the local log always does, and the append path stays lean.
+        self._may_stall = type(data_log).available is not DurableDataLog.available
         self._accepted = accepted
         self._settings = settings
         self._commit = commit
@@ -149,7 +152,11 @@ class DurableLog:
         (acknowledged, refused or failed), or at once if ``op`` is not admitted."""
         if self._in_flight_bytes + size > self._max_in_flight_bytes:
             return self._submit_when_room(op, size, reserved)
-        if self._failure is not None or self._closing or not self._data_log.available:
+        if (
+            self._failure is not None
+            or self._closing
+            or (self._may_stall and not self._data_log.available)
+        ):
             self._release(reserved)
             raise self._unavailable()
         window = self._open
