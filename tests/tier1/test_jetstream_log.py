@@ -63,6 +63,27 @@ async def test_a_stale_owner_is_fenced_and_its_late_writes_never_read(
     await new.close()
 
 
+async def test_a_superseded_owner_never_takes_the_stream_back(
+    jetstream_cluster: JetStreamCluster,
+) -> None:
+    options = options_for(jetstream_cluster)
+    old, new = JetStreamDurableDataLog(options, 0), JetStreamDurableDataLog(options, 0)
+    await old.open()
+    await new.open()
+    # What the old owner's publisher does when its messages find no stream: it asks.
+    with pytest.raises(DataLogFencedError):
+        await old._check_ownership()
+    client = await nats.connect(jetstream_cluster.servers)
+    try:
+        info = await client.jetstream().stream_info(options.stream(0))
+        assert info.config.subjects == [options.subject(0, new.epoch)]
+    finally:
+        await client.close()
+    assert await new.append([b"still the owner's"]) > 0
+    await old.close()
+    await new.close()
+
+
 async def test_a_stream_that_could_lose_data_is_refused(
     jetstream_cluster: JetStreamCluster,
 ) -> None:

@@ -190,13 +190,21 @@ class JetStreamDurableDataLog(DurableDataLog):
                 return epoch
 
     async def _claim_stream(self, js: JetStreamContext) -> None:
-        """Make the stream take this epoch's subject only, unless a newer epoch exists."""
+        """Make the stream take this epoch's subject only, unless a newer epoch exists.
+
+        The epoch is read before the switch (an owner that lost its epoch must never switch
+        the stream back: its pipelined messages could then land after the new owner's fence)
+        and after it (an opener of a newer epoch may have come in between; it switches the
+        stream back itself when it finds it taken, see :meth:`_check_ownership`).
+        """
+        await self._raise_if_superseded(js)
         info = await js.stream_info(self._stream)
         if info.config.subjects != [self._subject]:
             info.config.subjects = [self._subject]
             await js.update_stream(info.config)
-        # An opener of an older epoch may have switched the stream after we read the epoch:
-        # whoever holds the newest epoch switches it back (see _check_ownership).
+            await self._raise_if_superseded(js)
+
+    async def _raise_if_superseded(self, js: JetStreamContext) -> None:
         newest = await self._newest_epoch(js)
         if newest > self._epoch:
             raise DataLogFencedError(self._epoch, newest)
