@@ -36,7 +36,9 @@ def serving_app(store: SegmentStore, auth_tokens: Mapping[str, str] | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await store.start()
+        # uvicorn binds the port only once this returns: the containers recover in the
+        # background, so probes get /healthz 200 and /readyz 503 meanwhile, not a refusal.
+        await store.start(wait_for_recovery=False)
         try:
             yield
         finally:

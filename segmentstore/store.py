@@ -1,8 +1,13 @@
-"""The embedded segment store: the API.md Python surface over a fixed set of containers.
+"""The embedded segment store: the Python surface of docs/api.md over a fixed set of containers.
 
 It validates arguments (names, offsets, sizes) before anything reaches a container, routes
 each segment to its container by Pravega's mapping, and owns the data directory's identity
 (``store.json``, which fixes the container count for the life of the data).
+
+:meth:`SegmentStore.start` recovers every container before it returns; a service that must
+answer probes meanwhile starts with ``wait_for_recovery=False``: the containers then recover
+in the background (``recovering``, and ``503 container_unavailable`` to their requests) and
+:meth:`SegmentStore.recovered` waits for them.
 """
 
 from __future__ import annotations
@@ -21,14 +26,17 @@ from typing import TYPE_CHECKING, Any
 from segmentstore.cache import BlockArenaCache
 from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.mapping import container_of
+from segmentstore.containers.status import ContainerStatus
 from segmentstore.errors import (
     ContainerNotFoundError,
     InvalidArgumentError,
     InvalidEventsError,
     PayloadTooLargeError,
 )
+from segmentstore.logs.observed_data_log import ObservedDataLog
 from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.names import transaction_name, validate_int64, validate_segment_name
+from segmentstore.observations import Observations
 from segmentstore.reading.cache_manager import CacheManager
 from segmentstore.reading.events import HEADER as EVENT_HEADER
 from segmentstore.reading.events import count as count_events
@@ -39,6 +47,7 @@ from segmentstore.settings import JetStreamSettings, Settings
 from segmentstore.tier1 import DataLogError, DurableDataLog
 from segmentstore.tier1.local import LocalDurableDataLog
 from segmentstore.tier2 import Tier2Error, open_chunk_storage
+from segmentstore.writer.observed_chunk_storage import ObservedChunkStorage
 
 if TYPE_CHECKING:
     from segmentstore.tier1.jetstream import JetStreamOptions
@@ -111,12 +120,15 @@ class SegmentStore:
         self._count = settings.store.containers
         self.containers: list[SegmentContainer] = []
         self._restarts: dict[int, asyncio.Lock] = {}
+        self._recoveries: list[asyncio.Task[None]] = []
         self._started = False
         self._jetstream = (
             _jetstream_options(settings.tier1.jetstream)
             if settings.tier1.mode == "jetstream"
             else None
         )
+        # Where the parts report their figures (Tier 1 and Tier 2 writes, recoveries).
+        self.observations = Observations()
 
     @classmethod
     def open(
@@ -164,7 +176,12 @@ class SegmentStore:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, wait_for_recovery: bool = True) -> None:
+        """Claim the data directory, open Tier 2 and recover every container.
+
+        With ``wait_for_recovery=False`` it returns once the containers are ``recovering``, and
+        each recovers in the background (:meth:`recovered` waits for all of them).
+        """
         data_dir = self.settings.store.data_dir
         if self._jetstream is None:
             await asyncio.to_thread(self._claim_data_dir, data_dir)
@@ -190,7 +207,8 @@ class SegmentStore:
         except Tier2Error as error:
             raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
         self.tier2 = Tier2Reads(
-            storage, self.cache_manager, self.settings.storage_writer.read_block_bytes
+            ObservedChunkStorage(storage, self.observations),
+            self.cache_manager, self.settings.storage_writer.read_block_bytes
         )
         self.containers = [
             SegmentContainer(
@@ -203,10 +221,35 @@ class SegmentStore:
             for i in range(self._count)
         ]
         log.info("starting %d containers over %s", self._count, data_dir)
-        await asyncio.gather(*(c.start() for c in self.containers))
+        for container in self.containers:
+            # Recovering from here on, so that a probe never sees a container not yet begun.
+            container.status = ContainerStatus.RECOVERING
+        self._recoveries = [
+            asyncio.create_task(self._recover(c), name=f"recover container {c.id}")
+            for c in self.containers
+        ]
         self._started = True
+        if wait_for_recovery:
+            await self.recovered()
+
+    async def _recover(self, container: SegmentContainer) -> None:
+        # A failed recovery leaves it offline; anything escaping start() is a bug: logged.
+        try:
+            await container.start()
+        except Exception:
+            log.exception("recovering container %d failed", container.id)
+            raise
+        if container.status is ContainerStatus.RUNNING:
+            self.observations.recovered(container.id, container.recovery.seconds)
+
+    async def recovered(self) -> None:
+        """Wait until every container has finished recovering (running, or offline)."""
+        await asyncio.gather(*self._recoveries)
 
     def _data_log(self, container_id: int) -> DurableDataLog:
+        return ObservedDataLog(self._tier1_log(container_id), self.observations)
+
+    def _tier1_log(self, container_id: int) -> DurableDataLog:
         if self._jetstream is not None:
             from segmentstore.tier1.jetstream import JetStreamDurableDataLog
 
@@ -244,6 +287,8 @@ class SegmentStore:
         """Finish pending operations and release every container. Idempotent."""
         if self._started:
             self._started = False
+            # A recovery under way finishes first: stopping it midway would race with it.
+            await asyncio.gather(*self._recoveries, return_exceptions=True)
             await asyncio.gather(*(c.stop() for c in self.containers))
             self.cache_manager.cache.close()
             await asyncio.to_thread(self.tier2.storage.close)
@@ -255,7 +300,7 @@ class SegmentStore:
         lock = self._restarts.setdefault(container_id, asyncio.Lock())
         async with lock:
             await container.stop()
-            await container.start()
+            await self._recover(container)
         return container
 
     def container(self, container_id: int) -> SegmentContainer:

@@ -42,6 +42,6 @@ def health_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
         summary="Prometheus text format",
     )
     async def prometheus() -> Response:
-        return Response(metrics.render(store), media_type=CONTENT_TYPE)
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     return router

@@ -35,6 +35,7 @@ class AsyncSegmentStoreClient:
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = 100,
+        verify: bool | str = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._timeout = httpx.Timeout(timeout_s)
@@ -45,6 +46,7 @@ class AsyncSegmentStoreClient:
             timeout=self._timeout,
             transport=transport,
             limits=httpx.Limits(max_connections=max_connections),
+            verify=verify,
         )
 
     async def aclose(self) -> None:
