@@ -19,7 +19,7 @@ from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI, Security
 from fastapi.security import HTTPBearer
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from segmentstore.api.append_path import AppendFastPath
 from segmentstore.api.auth import TokenAuthMiddleware
@@ -80,7 +80,7 @@ def create_app(
         app.include_router(router, dependencies=dependencies)
     # Every route in the order the app tries them, for the metrics of requests refused before
     # routing (the app's own routes are the OpenAPI document and its viewers).
-    routes = [r for r in app.router.routes if isinstance(r, Route)]
+    routes: list[BaseRoute] = [r for r in app.router.routes if isinstance(r, Route)]
     routes += [r for router, _ in routers for r in router.routes]
 
     # add_middleware wraps what is there: the last added is the outermost.

@@ -61,7 +61,7 @@ UNMATCHED_ROUTE = "unmatched"
 
 # A ``_created`` series beside every counter and histogram doubles what is scraped and stored;
 # Prometheus' text format needs none (process_start_time_seconds says when counting began).
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Metrics(StoreObserver):

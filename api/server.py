@@ -3,13 +3,16 @@
 ``serve`` is what ``segmentstore serve`` runs::
 
     store = SegmentStore(settings)            # not started: the lifespan starts it
-    asyncio.run(serve(store, settings.api.host, settings.api.port, settings.auth.tokens))
+    asyncio.run(serve(store, settings.api.host, settings.api.port, settings.auth.roles()))
+
+With ``tls_cert_file`` and ``tls_key_file`` (PEM) it serves HTTPS only. uvicorn installs no
+log handlers of its own: its records go to the root logger, in the process's one format.
 
 Shutdown (SIGTERM or SIGINT, handled by uvicorn itself): uvicorn stops accepting
 connections, lets requests in flight finish for up to ``graceful_timeout_s`` (a tail read may
 wait up to 60 s, so the rest are cancelled then), and runs the lifespan's shutdown, which
 closes the store: pending appends are completed or failed and files are closed. With the
-default of 10 s the whole stop stays well within the 30 s of API.md. After a clean stop
+default of 10 s the whole stop stays well within 30 s. After a clean stop
 uvicorn re-raises the signal it caught, so the process ends the way the signal says.
 """
 
@@ -19,6 +22,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
@@ -55,6 +59,8 @@ def server_config(
     *,
     graceful_timeout_s: int = GRACEFUL_TIMEOUT_S,
     log_level: str = "info",
+    tls_cert_file: Path | None = None,
+    tls_key_file: Path | None = None,
 ) -> uvicorn.Config:
     return uvicorn.Config(
         app,
@@ -64,8 +70,11 @@ def server_config(
         ws="none",  # no websockets here; and the legacy websockets module warns on import
         access_log=False,  # at thousands of requests a second; /metrics counts them instead
         log_level=log_level,
+        log_config=None,  # the process's logging configuration, not uvicorn's own
         timeout_graceful_shutdown=graceful_timeout_s,
         server_header=False,
+        ssl_certfile=tls_cert_file,
+        ssl_keyfile=tls_key_file,
     )
 
 
@@ -78,6 +87,8 @@ async def serve(
     graceful_timeout_s: int = GRACEFUL_TIMEOUT_S,
     log_level: str = "info",
     sockets: Sequence[socket.socket] | None = None,
+    tls_cert_file: Path | None = None,
+    tls_key_file: Path | None = None,
 ) -> None:
     """Serve ``store`` (unstarted) until SIGTERM or SIGINT; returns once it is closed.
 
@@ -86,7 +97,13 @@ async def serve(
     """
     app = serving_app(store, auth_tokens)
     config = server_config(
-        app, host, port, graceful_timeout_s=graceful_timeout_s, log_level=log_level
+        app,
+        host,
+        port,
+        graceful_timeout_s=graceful_timeout_s,
+        log_level=log_level,
+        tls_cert_file=tls_cert_file,
+        tls_key_file=tls_key_file,
     )
     server = uvicorn.Server(config)
     await server.serve(sockets=list(sockets) if sockets is not None else None)

@@ -68,7 +68,9 @@ class StoreCollector(Collector):
         if not hasattr(self.store, "cache_manager"):
             return  # not started yet
         stats = self.store.cache_manager.stats
-        yield GaugeMetricFamily("segmentstore_cache_used_bytes", "cache bytes in use", stats.used_bytes)
+        yield GaugeMetricFamily(
+            "segmentstore_cache_used_bytes", "cache bytes in use", stats.used_bytes
+        )
         yield GaugeMetricFamily("segmentstore_cache_max_bytes", "cache capacity", stats.max_bytes)
         yield CounterMetricFamily(
             "segmentstore_cache_evictions", "cache evictions", stats.evictions

@@ -87,8 +87,8 @@ def _jetstream_options(settings: JetStreamSettings) -> JetStreamOptions:
         connect_timeout_ms=settings.connect_timeout_ms,
         max_in_flight_bytes=settings.max_in_flight_bytes,
         user=settings.user,
-        password=settings.password,
-        token=settings.token,
+        password=None if settings.password is None else settings.password.get_secret_value(),
+        token=None if settings.token is None else settings.token.get_secret_value(),
         credentials_file=path(settings.credentials_file),
         tls_ca_file=path(settings.tls_ca_file),
         tls_cert_file=path(settings.tls_cert_file),
@@ -202,13 +202,14 @@ class SegmentStore:
         uri = self.settings.tier2_uri()
         try:
             storage = await asyncio.to_thread(
-                open_chunk_storage, uri, options=dict(self.settings.tier2.options)
+                open_chunk_storage, uri, options=self.settings.tier2.backend_options()
             )
         except Tier2Error as error:
             raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
         self.tier2 = Tier2Reads(
             ObservedChunkStorage(storage, self.observations),
-            self.cache_manager, self.settings.storage_writer.read_block_bytes
+            self.cache_manager,
+            self.settings.storage_writer.read_block_bytes,
         )
         self.containers = [
             SegmentContainer(

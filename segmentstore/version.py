@@ -1,4 +1,4 @@
-"""The installed version of segmentstore (``segmentstore --version``, ``segmentstore_build_info``)."""
+"""The installed version (``segmentstore --version``, the metric ``segmentstore_build_info``)."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from .calls import Call, Data
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
 from .retry import Attempts, RetryPolicy
 from .sync_client import DEFAULT_URL
+from .tls import tls_verification
 
 T = TypeVar("T")
 
@@ -46,7 +47,7 @@ class AsyncSegmentStoreClient:
             timeout=self._timeout,
             transport=transport,
             limits=httpx.Limits(max_connections=max_connections),
-            verify=verify,
+            verify=tls_verification(verify),
         )
 
     async def aclose(self) -> None:

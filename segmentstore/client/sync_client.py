@@ -16,6 +16,7 @@ from . import calls
 from .calls import Call, Data
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
 from .retry import Attempts, RetryPolicy
+from .tls import tls_verification
 
 T = TypeVar("T")
 
@@ -51,7 +52,7 @@ class SegmentStoreClient:
             headers=headers,
             timeout=self._timeout,
             transport=transport,
-            verify=verify,
+            verify=tls_verification(verify),
         )
 
     def close(self) -> None:

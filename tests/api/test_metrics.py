@@ -60,7 +60,11 @@ def test_every_route_is_labelled_by_its_template(live: Any, http: httpx.Client) 
         ("GET", f"/v1/segments/{s}:readEvents", {"params": {"offset": 5}}),
         ("GET", f"/v1/segments/{s}:offsetAt", {"params": {"timestamp_ms": 0}}),
         ("GET", f"/v1/segments/{s}:attributes", {}),
-        ("PATCH", f"/v1/segments/{s}:attributes", {"json": {"updates": [{"key": "k", "value": 1}]}}),
+        (
+            "PATCH",
+            f"/v1/segments/{s}:attributes",
+            {"json": {"updates": [{"key": "k", "value": 1}]}},
+        ),
         ("PUT", f"/v1/segments/{s}:retention", {"json": {"bytes": 1 << 30}}),
         ("POST", f"/v1/segments/{s}:beginTransaction", {}),
         ("POST", f"/v1/segments/{s}:truncate", {"json": {"offset": 0}}),

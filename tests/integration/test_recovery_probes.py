@@ -72,7 +72,9 @@ def test_probes_answer_while_containers_recover(tmp_path: Path) -> None:
                         seen["unavailable"] = info
                 time.sleep(0.005)
             assert "ready" in seen, f"not ready in {TIMEOUT_S} s:\n{served.log()}"
-            assert "recovering" in seen, f"never saw the segment's container recovering:\n{served.log()}"
+            assert "recovering" in seen, (
+                f"never saw the segment's container recovering:\n{served.log()}"
+            )
             unavailable = seen.get("unavailable")
             assert isinstance(unavailable, httpx.Response), "no request met the recovery"
             assert unavailable.json()["error"]["code"] == "container_unavailable"
