@@ -1,4 +1,4 @@
-"""The HTTP app factory: a thin shell over an embedded :class:`SegmentStore` (API.md).
+"""The HTTP app factory: a thin shell over an embedded :class:`SegmentStore` (docs/api.md).
 
 ``create_app`` wires the routes, the one error mapping and four middlewares around a store
 that the caller owns: the caller starts it before requests arrive and closes it after (see
@@ -82,6 +82,7 @@ def create_app(
     # routing (the app's own routes are the OpenAPI document and its viewers).
     routes: list[BaseRoute] = [r for r in app.router.routes if isinstance(r, Route)]
     routes += [r for router, _ in routers for r in router.routes]
+    app.state.routes = routes
 
     # add_middleware wraps what is there: the last added is the outermost.
     app.add_middleware(AppendFastPath, store=store, metrics=metrics)

@@ -334,7 +334,7 @@ class SegmentStore:
     async def offset_at(self, name: str, timestamp_ms: int) -> int:
         """An append boundary ``O`` of ``name`` such that every append made at or after
         ``timestamp_ms`` (ms since the epoch) lies at or after ``O``, and at most one time-index
-        interval of earlier data lies between ``O`` and the first such append (API.md)."""
+        interval of earlier data lies between ``O`` and the first such append (docs/api.md)."""
         return await self._for(name).offset_at(name, validate_int64("timestamp_ms", timestamp_ms))
 
     def append(
@@ -391,7 +391,7 @@ class SegmentStore:
         writer_id: str | None = None,
         writer_seq: int | None = None,
     ) -> AppendResult:
-        """Append a batch of events atomically: ``events`` is framed bytes (API.md, Event
+        """Append a batch of events atomically: ``events`` is framed bytes (docs/api.md, Event
         framing) or a sequence of payloads to frame. Bad framing is ``InvalidEventsError``
         and appends nothing."""
         if isinstance(events, memoryview):

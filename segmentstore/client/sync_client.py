@@ -1,4 +1,4 @@
-"""The blocking client: :class:`SegmentStoreClient`, one method per route of API.md."""
+"""The blocking client: :class:`SegmentStoreClient`, one method per route of docs/api.md."""
 
 from __future__ import annotations
 

@@ -158,5 +158,5 @@ def frame(*payloads: bytes, kind: int = 0) -> bytes:
 
 @pytest.fixture(name="frame")
 def frame_fixture() -> Callable[..., bytes]:
-    """API.md's event framing: ``type i32be | length i32be | payload`` per event."""
+    """docs/api.md's event framing: ``type i32be | length i32be | payload`` per event."""
     return frame

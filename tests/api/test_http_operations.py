@@ -104,7 +104,7 @@ def test_an_offline_container_is_503_with_retry_after(
     assert error["code"] == "container_unavailable"
     assert [c["id"] for c in error["containers"]] == [offline_container]
     assert _containers(http)[offline_container]["status"] == "offline"
-    # "myScope/myStream/3" lives in container 1 of 4 (DESIGN.md's check vectors).
+    # "myScope/myStream/3" lives in container 1 of 4 (Pravega's mapping, test_mapping.py).
     r = http.put("/v1/segments/myScope/myStream/3")
     assert r.status_code == 503
     assert r.json()["error"]["code"] == "container_unavailable"

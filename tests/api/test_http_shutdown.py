@@ -1,5 +1,5 @@
 """SIGTERM stops a real ``api.server.serve`` process gracefully, well within 30 s, with the
-store closed (API.md, Details), even while a tail read is waiting for 60 s."""
+store closed (docs/api.md, Details), even while a tail read is waiting for 60 s."""
 
 from __future__ import annotations
 
