@@ -5,8 +5,9 @@
     store = SegmentStore(settings)            # not started: the lifespan starts it
     asyncio.run(serve(store, settings.api.host, settings.api.port, settings.auth.roles()))
 
-With ``tls_cert_file`` and ``tls_key_file`` (PEM) it serves HTTPS only. uvicorn installs no
-log handlers of its own: its records go to the root logger, in the process's one format.
+With ``tls_cert_file`` and ``tls_key_file`` (PEM) it serves HTTPS only. With
+``uvicorn_logging=False`` uvicorn installs no log handlers of its own and its records go to the
+root logger, in the format the process configured (``segmentstore serve`` does this).
 
 Shutdown (SIGTERM or SIGINT, handled by uvicorn itself): uvicorn stops accepting
 connections, lets requests in flight finish for up to ``graceful_timeout_s`` (a tail read may
@@ -61,7 +62,10 @@ def server_config(
     log_level: str = "info",
     tls_cert_file: Path | None = None,
     tls_key_file: Path | None = None,
+    uvicorn_logging: bool = True,
 ) -> uvicorn.Config:
+    """uvicorn's settings for the app. ``uvicorn_logging``: uvicorn's own log handlers and
+    format; False leaves its records to the root logger's handlers."""
     return uvicorn.Config(
         app,
         host=host,
@@ -70,7 +74,7 @@ def server_config(
         ws="none",  # no websockets here; and the legacy websockets module warns on import
         access_log=False,  # at thousands of requests a second; /metrics counts them instead
         log_level=log_level,
-        log_config=None,  # the process's logging configuration, not uvicorn's own
+        log_config=uvicorn.config.LOGGING_CONFIG if uvicorn_logging else None,
         timeout_graceful_shutdown=graceful_timeout_s,
         server_header=False,
         ssl_certfile=tls_cert_file,
@@ -89,6 +93,7 @@ async def serve(
     sockets: Sequence[socket.socket] | None = None,
     tls_cert_file: Path | None = None,
     tls_key_file: Path | None = None,
+    uvicorn_logging: bool = True,
 ) -> None:
     """Serve ``store`` (unstarted) until SIGTERM or SIGINT; returns once it is closed.
 
@@ -104,6 +109,7 @@ async def serve(
         log_level=log_level,
         tls_cert_file=tls_cert_file,
         tls_key_file=tls_key_file,
+        uvicorn_logging=uvicorn_logging,
     )
     server = uvicorn.Server(config)
     await server.serve(sockets=list(sockets) if sockets is not None else None)

@@ -2,8 +2,8 @@
 
 ``text`` is one line per record for people (``time level logger: message``); ``json`` is one
 JSON object per line for log pipelines, with ``time`` (UTC, ISO 8601), ``level``, ``logger``,
-``message`` and, for an error with a traceback, ``exception``. uvicorn is given no handlers
-of its own (``log_config=None``), so its records reach the same root handler.
+``message`` and, for an error with a traceback, ``exception``. uvicorn is then run without
+handlers of its own (``uvicorn_logging=False``), so its records reach the same root handler.
 """
 
 from __future__ import annotations

@@ -119,6 +119,7 @@ def _serve(settings: Settings) -> None:
         log_level=settings.log.level,
         tls_cert_file=api.tls_cert_file,
         tls_key_file=api.tls_key_file,
+        uvicorn_logging=False,  # its records take the process's one format
     )
     try:
         import uvloop  # uvicorn[standard] brings it: a faster event loop

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from readiness import wait_ready
 
 from segmentstore import SegmentStore
 from segmentstore.api.server import server_config, serving_app
@@ -80,11 +81,7 @@ def start_server(data_dir: Path, tokens: Mapping[str, str] | None = None) -> Liv
         assert thread.is_alive(), "the server failed to start"
         assert time.monotonic() < deadline, "the server did not start in 30 s"
         time.sleep(0.01)
-    # The port is bound before the containers have recovered: wait until they have.
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
-        while http.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, "the containers did not recover in 30 s"
-            time.sleep(0.01)
+    wait_ready(f"http://127.0.0.1:{port}")  # the port answers before the containers recover
     return LiveServer(f"http://127.0.0.1:{port}", server, thread, store)
 
 
