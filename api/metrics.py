@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 from prometheus_client import (
     CollectorRegistry,
-    Counter,
     Histogram,
     Info,
     PlatformCollector,
@@ -34,6 +33,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from segmentstore.api.loop_metrics import LoopHistogram, LoopMetricsCollector
 from segmentstore.api.store_collector import StoreCollector
 from segmentstore.observations import StoreObserver
 from segmentstore.store import SegmentStore
@@ -58,6 +58,7 @@ SIZE_BUCKETS = tuple(float(4096 << (2 * i)) for i in range(8))
 RECOVERY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 UNMATCHED_ROUTE = "unmatched"
+_HTTP_LABELS = ("method", "route", "status")
 
 # A ``_created`` series beside every counter and histogram doubles what is scraped and stored;
 # Prometheus' text format needs none (process_start_time_seconds says when counting began).
@@ -74,30 +75,44 @@ class Metrics(StoreObserver):
         Info("segmentstore_build", "the running build", registry=registry).info(
             {"version": VERSION, "python": platform.python_version()}
         )
-        labels = ("method", "route", "status")
-        self._requests = Counter(
-            "segmentstore_http_requests", "HTTP requests answered", labels, registry=registry
+        # Updated on the event loop for every request and every Tier 1 record: lock-free.
+        self._latency: dict[tuple[str, ...], LoopHistogram] = {}
+        self._append_bytes = 0
+        self._appended_events = 0
+        self._tier1 = LoopHistogram(TIER1_BUCKETS)
+        loop = LoopMetricsCollector()
+        loop.add_counter(
+            "segmentstore_http_requests",
+            "HTTP requests answered",
+            _HTTP_LABELS,
+            lambda: {key: sum(h.counts) for key, h in self._latency.items()},
         )
-        self._latency = Histogram(
+        loop.add_histogram(
             "segmentstore_http_request_duration_seconds",
             "HTTP request latency, from the first byte in to the last byte out",
-            labels,
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+            _HTTP_LABELS,
+            lambda: dict(self._latency),
         )
-        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
-        self._append_bytes = Counter(
-            "segmentstore_append_bytes", "bytes appended over HTTP", registry=registry
+        loop.add_counter(
+            "segmentstore_append_bytes",
+            "bytes appended over HTTP",
+            (),
+            lambda: {(): self._append_bytes},
         )
-        self._appended_events = Counter(
-            "segmentstore_appended_events", "events appended over HTTP", registry=registry
+        loop.add_counter(
+            "segmentstore_appended_events",
+            "events appended over HTTP",
+            (),
+            lambda: {(): self._appended_events},
         )
-        self._tier1 = Histogram(
+        loop.add_histogram(
             "segmentstore_tier1_write_duration_seconds",
             "Tier 1 write and sync of one record (a frame of appends), queueing included",
-            buckets=TIER1_BUCKETS,
-            registry=registry,
+            (),
+            lambda: {(): self._tier1},
         )
+        registry.register(loop)
+        # Reported from Tier 2 writer threads, or rarely: prometheus_client's own (locked).
         self._tier2 = Histogram(
             "segmentstore_tier2_write_duration_seconds",
             "one chunk write of a Storage Writer flush to Tier 2",
@@ -124,19 +139,17 @@ class Metrics(StoreObserver):
         self.registry.register(StoreCollector(store))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        key = (method, route, status)
-        children = self._children.get(key)
-        if children is None:
-            values = (method, route, str(status))
-            children = (self._requests.labels(*values), self._latency.labels(*values))
-            self._children[key] = children
-        children[0].inc()
-        children[1].observe(seconds)
+        """One HTTP request answered (on the event loop)."""
+        key = (method, route, str(status))
+        histogram = self._latency.get(key)
+        if histogram is None:
+            histogram = self._latency[key] = LoopHistogram(LATENCY_BUCKETS)
+        histogram.observe(seconds)
 
     def appended(self, size: int, events: int = 0) -> None:
-        self._append_bytes.inc(size)
-        if events:
-            self._appended_events.inc(events)
+        """Bytes and events appended over HTTP (on the event loop)."""
+        self._append_bytes += size
+        self._appended_events += events
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
