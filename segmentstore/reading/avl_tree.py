@@ -12,9 +12,8 @@ bounded worst case:
 - ``remove_below(offset)``: dropping a prefix when the segment is truncated.
 
 The standard library has no sorted map, and sorted lists with ``bisect`` cost O(n) per insert
-or delete away from the end. The tree is written here rather than taken from a library, which
-keeps it free of dependencies and its costs known; every operation here is O(log n) (plus
-the number of entries returned).
+or delete away from the end. Written here, not taken from a library, its costs are known:
+every operation is O(log n) (plus the number of entries returned).
 
 Not thread-safe; the segment store's core runs on one event loop.
 """
