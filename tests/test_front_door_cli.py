@@ -26,11 +26,13 @@ from segmentstore.version import VERSION
 
 TOKEN = "tok-3f9a1c77e2"
 S3_SECRET = "sk-b8d40e1a55"
+NATS_PASSWORD = "pw-77c1e0d9"
 SECRETS_ENV = {
     "SEGMENTSTORE_AUTH__TOKENS": json.dumps({TOKEN: "admin", "tok-reader-0042": "read"}),
     "SEGMENTSTORE_TIER2__OPTIONS": json.dumps(
         {"endpoint_url": "http://127.0.0.1:1", "access_key": "ak", "secret_key": S3_SECRET}
     ),
+    "SEGMENTSTORE_TIER1__JETSTREAM__PASSWORD": NATS_PASSWORD,
 }
 
 
@@ -49,11 +51,13 @@ def test_print_config_masks_tokens_and_keys(
         monkeypatch.setenv(name, value)
     assert main(["serve", "--print-config", "--log-format", "json"]) == 0
     out = capsys.readouterr().out
-    assert TOKEN not in out and "tok-reader-0042" not in out and S3_SECRET not in out
+    for secret in (TOKEN, "tok-reader-0042", S3_SECRET, NATS_PASSWORD):
+        assert secret not in out
     printed = json.loads(out)
     assert sorted(printed["auth"]["tokens"].values()) == ["admin", "read"]  # two, both masked
     assert printed["tier2"]["options"]["secret_key"] == "**********"
     assert printed["tier2"]["options"]["access_key"] == "ak"
+    assert printed["tier1"]["jetstream"]["password"] == "**********"
     assert printed["log"] == {"level": "info", "format": "json"}
 
 
