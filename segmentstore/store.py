@@ -34,7 +34,7 @@ from segmentstore.errors import (
     InvalidEventsError,
     PayloadTooLargeError,
 )
-from segmentstore.logs.observed_data_log import ObservedDataLog
+from segmentstore.logs.observed_data_log import observed
 from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.names import transaction_name, validate_int64, validate_segment_name
 from segmentstore.observations import Observations
@@ -206,7 +206,7 @@ class SegmentStore:
         await self._recoveries.wait()
 
     def _data_log(self, container_id: int) -> DurableDataLog:
-        return ObservedDataLog(self._tier1_log(container_id), self.observations)
+        return observed(self._tier1_log(container_id), self.observations)
 
     def _tier1_log(self, container_id: int) -> DurableDataLog:
         if self._jetstream is not None:

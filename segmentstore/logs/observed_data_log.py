@@ -5,6 +5,11 @@ nothing of its contract: it times each :meth:`append` from the call to the resol
 future (the write and the sync, queueing included) and reports it to the store's
 :class:`~segmentstore.observations.Observations`. One record is a frame, which carries a whole
 batch of appends, so this costs one callback per frame, not per append.
+
+A log that can stall (one that overrides ``available``, like a replicated log electing a
+leader) is wrapped in :class:`ObservedStallingDataLog`, which asks it; any other keeps the base
+``available``, so the Durable Log still knows it never stalls and never asks
+(:func:`observed`).
 """
 
 from __future__ import annotations
@@ -54,3 +59,16 @@ class ObservedDataLog(DurableDataLog):
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+class ObservedStallingDataLog(ObservedDataLog):
+    @property
+    def available(self) -> bool:
+        return self.inner.available
+
+
+def observed(inner: DurableDataLog, observations: Observations) -> ObservedDataLog:
+    """``inner``, observed, with its ability to stall kept visible."""
+    if type(inner).available is DurableDataLog.available:
+        return ObservedDataLog(inner, observations)
+    return ObservedStallingDataLog(inner, observations)
