@@ -1,4 +1,4 @@
-"""The HTTP API of API.md over the embedded store: FastAPI and uvicorn live here only.
+"""The HTTP API of docs/api.md over the embedded store: FastAPI and uvicorn live here only.
 
 :func:`segmentstore.api.app.create_app` builds the app over a store its caller owns;
 :func:`segmentstore.api.server.serve` runs it with uvicorn, starting and closing the store in the

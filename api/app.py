@@ -1,4 +1,4 @@
-"""The HTTP app factory: a thin shell over an embedded :class:`SegmentStore` (API.md).
+"""The HTTP app factory: a thin shell over an embedded :class:`SegmentStore` (docs/api.md).
 
 ``create_app`` wires the routes, the one error mapping and four middlewares around a store
 that the caller owns: the caller starts it before requests arrive and closes it after (see
@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI, Security
 from fastapi.security import HTTPBearer
+from starlette.routing import BaseRoute, Route
 
 from segmentstore.api.append_path import AppendFastPath
 from segmentstore.api.auth import TokenAuthMiddleware
@@ -61,17 +62,27 @@ def create_app(
         redirect_slashes=False,
     )
     metrics = Metrics()
+    metrics.watch(store)
     install_error_handlers(app)
 
     # Documents the bearer scheme in OpenAPI when there is one; the middleware enforces it.
     v1 = [Security(bearer)] if auth_tokens else []
     # Order matters: the plain /v1/segments/{name} routes would match "name:action" as well
     # ({name} is a path parameter), so every route with an action is tried first.
-    app.include_router(data_router(store, metrics), dependencies=v1)
-    app.include_router(action_router(store), dependencies=v1)
-    app.include_router(resource_router(store), dependencies=v1)
-    app.include_router(containers_router(store), dependencies=v1)
-    app.include_router(health_router(store, metrics))
+    routers = [
+        (data_router(store, metrics), v1),
+        (action_router(store), v1),
+        (resource_router(store), v1),
+        (containers_router(store), v1),
+        (health_router(store, metrics), []),
+    ]
+    for router, dependencies in routers:
+        app.include_router(router, dependencies=dependencies)
+    # Every route in the order the app tries them, for the metrics of requests refused before
+    # routing (the app's own routes are the OpenAPI document and its viewers).
+    routes: list[BaseRoute] = [r for r in app.router.routes if isinstance(r, Route)]
+    routes += [r for router, _ in routers for r in router.routes]
+    app.state.routes = routes
 
     # add_middleware wraps what is there: the last added is the outermost.
     app.add_middleware(AppendFastPath, store=store, metrics=metrics)
@@ -79,5 +90,5 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, raw_limit=store.settings.store.max_append_bytes)
     if auth_tokens:
         app.add_middleware(TokenAuthMiddleware, tokens=dict(auth_tokens))
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
     return app

@@ -71,7 +71,7 @@ async def append_answer(
     options: AppendOptions,
     events: bool,
 ) -> dict[str, Any]:
-    """Append ``body`` (bytes, or framed events) and return the JSON answer of API.md."""
+    """Append ``body`` (bytes, or framed events) and return the JSON answer of docs/api.md."""
     if events:
         result = await store.append_events(
             name,

@@ -1,4 +1,4 @@
-"""Bearer-token auth for ``/v1`` (API.md, Auth).
+"""Bearer-token auth for ``/v1`` (docs/api.md, Auth).
 
 A token has a role; roles are ordered ``read < write < admin``. What a request needs follows
 from its method and path alone, so it is decided before routing, before the body is read and

@@ -32,10 +32,12 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
-def _as_json(scope: Scope) -> Scope:
+def _as_json(scope: Scope) -> None:
+    # In place, not a copy: the router records the matched route in this scope, and the
+    # metrics middleware outside reads it from there.
     headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
     headers.append((b"content-type", b"application/json"))
-    return {**scope, "headers": headers}
+    scope["headers"] = headers
 
 
 class BodyLimitMiddleware:
@@ -53,7 +55,7 @@ class BodyLimitMiddleware:
             return
         limit = self.limit_for(scope["path"])
         if limit == self.json_limit:
-            scope = _as_json(scope)
+            _as_json(scope)
         declared = _declared_length(scope)
         if declared is not None:
             if declared > limit:

@@ -1,4 +1,4 @@
-"""The one mapping from errors to HTTP (API.md, Errors), and the handlers that apply it.
+"""The one mapping from errors to HTTP (docs/api.md, Errors), and the handlers that apply it.
 
 Every answer that is not a success goes through :func:`error_response`, whichever layer
 noticed the problem: the store (``SegmentStoreError`` leaves, looked up in :data:`STATUS`),
@@ -68,7 +68,7 @@ STATUS: Mapping[type[SegmentStoreError], int] = {
 _RETRY_STATUSES = frozenset({429, 503})
 _DEFAULT_RETRY_AFTER_MS = 1000
 
-# Starlette's own refusals (no route, wrong method) have no store error; API.md is silent on
+# Starlette's own refusals (no route, wrong method) have no store error; docs/api.md is silent on
 # them, so they get codes of their own in the same body shape.
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 

@@ -1,161 +1,196 @@
-"""Prometheus metrics at ``/metrics``, in the text exposition format written by hand.
+"""Prometheus metrics at ``/metrics``, on ``prometheus_client`` with one registry per app.
 
-HTTP requests are counted, and their latency kept in a histogram, per method, route template
-(``/v1/segments/{name}:append``, never the raw path, so segment names cannot blow up the
-number of series) and status. Container and cache figures are read from the store when
-scraped, so they cost nothing between scrapes.
+Names follow Prometheus' rules: counters end in ``_total``, durations are in seconds and sizes
+in bytes, ``process_*`` describes the process and ``segmentstore_build_info`` the build.
+
+- HTTP: every request is counted, and timed in a histogram, per method, route template
+  (``/v1/segments/{name}:append``, never the raw path, so segment names cannot blow up the
+  number of series) and status. Requests refused before routing (auth, body limits) are
+  labelled with the template their path matches; only a path that matches no route is
+  ``unmatched``.
+- The store's work, reported through its :class:`~segmentstore.observations.Observations`:
+  Tier 1 write+sync latency, Tier 2 chunk write latency and size, container recovery time.
+- Container and cache figures, read from the store when scraped (:mod:`.store_collector`), so
+  they cost nothing between scrapes.
 """
 
 from __future__ import annotations
 
-import bisect
+import platform
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from segmentstore.api.schemas import PUBLIC_STATUSES, public_status
-from segmentstore.containers.container import SegmentContainer
+from segmentstore.api.loop_metrics import LoopHistogram, LoopMetricsCollector
+from segmentstore.api.store_collector import StoreCollector
+from segmentstore.observations import StoreObserver
 from segmentstore.store import SegmentStore
+from segmentstore.version import VERSION
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
 # Seconds: from a cached read (sub-millisecond) to a long-polling tail read (up to 60 s).
 LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     60.0,
 )  # fmt: skip
+# Seconds: a grouped fdatasync takes tens of microseconds to tens of milliseconds here.
+TIER1_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+)  # fmt: skip
+# Seconds: a local file write to an S3 upload of a 64 MiB chunk.
+TIER2_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# Bytes: 4 KiB to 64 MiB by powers of four.
+SIZE_BUCKETS = tuple(float(4096 << (2 * i)) for i in range(8))
+# Seconds: an empty container to a long Tier 1 tail.
+RECOVERY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 UNMATCHED_ROUTE = "unmatched"
+_HTTP_LABELS = ("method", "route", "status")
+
+# A ``_created`` series beside every counter and histogram doubles what is scraped and stored;
+# Prometheus' text format needs none (process_start_time_seconds says when counting began).
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-@dataclass
-class _Histogram:
-    buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
-    total: float = 0.0
-    count: int = 0
-
-    def observe(self, seconds: float) -> None:
-        self.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-        self.total += seconds
-        self.count += 1
-
-
-class Metrics:
-    """The HTTP layer's own counters (the store's figures are read at scrape time)."""
+class Metrics(StoreObserver):
+    """The service's metrics; observes the store it is attached to."""
 
     def __init__(self) -> None:
-        self._requests: dict[tuple[str, str, int], _Histogram] = {}
-        self.append_bytes = 0
-        self.appended_events = 0
+        self.registry = registry = CollectorRegistry()
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        Info("segmentstore_build", "the running build", registry=registry).info(
+            {"version": VERSION, "python": platform.python_version()}
+        )
+        # Updated on the event loop for every request and every Tier 1 record: lock-free.
+        self._latency: dict[tuple[str, ...], LoopHistogram] = {}
+        self._append_bytes = 0
+        self._appended_events = 0
+        self._tier1 = LoopHistogram(TIER1_BUCKETS)
+        loop = LoopMetricsCollector()
+        loop.add_counter(
+            "segmentstore_http_requests",
+            "HTTP requests answered",
+            _HTTP_LABELS,
+            lambda: {key: sum(h.counts) for key, h in self._latency.items()},
+        )
+        loop.add_histogram(
+            "segmentstore_http_request_duration_seconds",
+            "HTTP request latency, from the first byte in to the last byte out",
+            _HTTP_LABELS,
+            lambda: dict(self._latency),
+        )
+        loop.add_counter(
+            "segmentstore_append_bytes",
+            "bytes appended over HTTP",
+            (),
+            lambda: {(): self._append_bytes},
+        )
+        loop.add_counter(
+            "segmentstore_appended_events",
+            "events appended over HTTP",
+            (),
+            lambda: {(): self._appended_events},
+        )
+        loop.add_histogram(
+            "segmentstore_tier1_write_duration_seconds",
+            "Tier 1 write and sync of one record (a frame of appends), queueing included",
+            (),
+            lambda: {(): self._tier1},
+        )
+        registry.register(loop)
+        # Reported from Tier 2 writer threads, or rarely: prometheus_client's own (locked).
+        self._tier2 = Histogram(
+            "segmentstore_tier2_write_duration_seconds",
+            "one chunk write of a Storage Writer flush to Tier 2",
+            buckets=TIER2_BUCKETS,
+            registry=registry,
+        )
+        self._tier2_bytes = Histogram(
+            "segmentstore_tier2_write_bytes",
+            "the size of one chunk write of a Storage Writer flush to Tier 2",
+            buckets=SIZE_BUCKETS,
+            registry=registry,
+        )
+        self._recovery = Histogram(
+            "segmentstore_container_recovery_duration_seconds",
+            "how long a container took to recover (replay, reconcile, checkpoint)",
+            ["container"],
+            buckets=RECOVERY_BUCKETS,
+            registry=registry,
+        )
+
+    def watch(self, store: SegmentStore) -> None:
+        """Report ``store``'s figures: its work as it happens, its state when scraped."""
+        store.observations.add(self)
+        self.registry.register(StoreCollector(store))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        key = (method, route, status)
-        histogram = self._requests.get(key)
+        """One HTTP request answered (on the event loop)."""
+        key = (method, route, str(status))
+        histogram = self._latency.get(key)
         if histogram is None:
-            histogram = self._requests[key] = _Histogram()
+            histogram = self._latency[key] = LoopHistogram(LATENCY_BUCKETS)
         histogram.observe(seconds)
 
     def appended(self, size: int, events: int = 0) -> None:
-        self.append_bytes += size
-        self.appended_events += events
+        """Bytes and events appended over HTTP (on the event loop)."""
+        self._append_bytes += size
+        self._appended_events += events
 
-    def render(self, store: SegmentStore) -> str:
-        lines: list[str] = []
-        self._render_http(lines)
-        _render_store(lines, store)
-        lines.append("")
-        return "\n".join(lines)
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
 
-    def _render_http(self, lines: list[str]) -> None:
-        _header(lines, "segmentstore_http_requests_total", "counter", "HTTP requests answered")
-        for (method, route, status), histogram in sorted(self._requests.items()):
-            labels = _labels(method=method, route=route, status=str(status))
-            lines.append(f"segmentstore_http_requests_total{{{labels}}} {histogram.count}")
-        name = "segmentstore_http_request_duration_seconds"
-        _header(lines, name, "histogram", "HTTP request latency")
-        for (method, route, status), histogram in sorted(self._requests.items()):
-            labels = _labels(method=method, route=route, status=str(status))
-            cumulative = 0
-            for bound, count in zip((*LATENCY_BUCKETS, "+Inf"), histogram.buckets, strict=True):
-                cumulative += count
-                lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {cumulative}')
-            lines.append(f"{name}_sum{{{labels}}} {histogram.total:.6f}")
-            lines.append(f"{name}_count{{{labels}}} {histogram.count}")
-        _header(lines, "segmentstore_append_bytes_total", "counter", "bytes appended over HTTP")
-        lines.append(f"segmentstore_append_bytes_total {self.append_bytes}")
-        _header(lines, "segmentstore_appended_events_total", "counter", "events appended")
-        lines.append(f"segmentstore_appended_events_total {self.appended_events}")
+    # -- StoreObserver --------------------------------------------------------------------
+
+    def tier1_written(self, seconds: float) -> None:
+        self._tier1.observe(seconds)
+
+    def tier2_written(self, seconds: float, size: int) -> None:
+        self._tier2.observe(seconds)
+        self._tier2_bytes.observe(size)
+
+    def recovered(self, container: int, seconds: float) -> None:
+        self._recovery.labels(str(container)).observe(seconds)
 
 
-def _render_store(lines: list[str], store: SegmentStore) -> None:
-    containers = list(store.containers)
-    _header(lines, "segmentstore_container_status", "gauge", "1 for the container's status")
-    for c in containers:
-        now = public_status(c)
-        for status in PUBLIC_STATUSES:
-            labels = _labels(container=str(c.id), status=status)
-            lines.append(f"segmentstore_container_status{{{labels}}} {int(status == now)}")
-    gauges: tuple[tuple[str, str, str, Callable[[SegmentContainer], int]], ...] = (
-        ("epoch", "gauge", "the container's epoch", lambda c: c.epoch),
-        ("segments", "gauge", "segments held", lambda c: c.segment_count),
-        ("tier1_bytes", "gauge", "bytes in Tier 1", lambda c: c.tier1_bytes),
-        ("tier2_lag_bytes", "gauge", "bytes not yet in Tier 2", lambda c: c.tier2_lag_bytes),
-        ("last_sequence", "counter", "last operation sequence", lambda c: c.last_sequence),
-        (
-            "retention_lag_ms",
-            "gauge",
-            "how long ago the oldest stored append should have expired (time retention)",
-            lambda c: c.retention_lag_ms,
-        ),
-        (
-            "retention_truncated_bytes",
-            "counter",
-            "bytes truncated by retention policies",
-            lambda c: c.retention_truncated_bytes,
-        ),
-    )
-    for suffix, kind, help_text, value in gauges:
-        name = f"segmentstore_container_{suffix}"
-        _header(lines, name, kind, help_text)
-        for c in containers:
-            lines.append(f"{name}{{{_labels(container=str(c.id))}}} {value(c)}")
-    stats = store.cache_manager.stats
-    for name, kind, help_text, number in (
-        ("segmentstore_cache_used_bytes", "gauge", "cache bytes in use", stats.used_bytes),
-        ("segmentstore_cache_max_bytes", "gauge", "cache capacity", stats.max_bytes),
-        ("segmentstore_cache_evictions_total", "counter", "cache evictions", stats.evictions),
-    ):
-        _header(lines, name, kind, help_text)
-        lines.append(f"{name} {number}")
-
-
-def _header(lines: list[str], name: str, kind: str, help_text: str) -> None:
-    lines.append(f"# HELP {name} {help_text}")
-    lines.append(f"# TYPE {name} {kind}")
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _labels(**labels: str) -> str:
-    return ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items())
-
-
-def route_template(scope: Scope) -> str:
-    route = scope.get("route")
-    template = getattr(route, "path_format", None)
-    return template if isinstance(template, str) else UNMATCHED_ROUTE
+def route_template(scope: Scope, routes: Sequence[BaseRoute]) -> str:
+    """The template of the route that answered, or else of the route the path matches."""
+    template = getattr(scope.get("route"), "path_format", None)
+    if isinstance(template, str):
+        return template
+    # Refused before routing (auth, body limit, path checks): find the route it was for.
+    partial = None
+    for route in routes:
+        match, _ = route.matches(scope)
+        path_format = getattr(route, "path_format", None)
+        if match is Match.FULL and isinstance(path_format, str):
+            return path_format
+        if match is Match.PARTIAL and partial is None and isinstance(path_format, str):
+            partial = path_format  # the path matches, the method does not: 405
+    return partial or UNMATCHED_ROUTE
 
 
 class MetricsMiddleware:
     """Times every HTTP request, including those that auth or the body limit refuse."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, routes: Sequence[BaseRoute]) -> None:
         self.app = app
         self.metrics = metrics
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -174,4 +209,5 @@ class MetricsMiddleware:
             await self.app(scope, receive, recording_send)
         finally:
             elapsed = time.perf_counter() - started
-            self.metrics.observe(scope["method"], route_template(scope), status, elapsed)
+            route = route_template(scope, self.routes)
+            self.metrics.observe(scope["method"], route, status, elapsed)

@@ -2,7 +2,7 @@
 
 Routes match with a regular expression anchored by ``$``, which in Python also matches just
 before a final newline: ``PUT /v1/segments/s%0A`` would otherwise address the segment ``s``.
-No valid name holds a control character (API.md, Segment names), so any such path under
+No valid name holds a control character (docs/api.md, Segment names), so any such path under
 ``/v1/segments/`` is ``400 invalid_name``, whatever follows.
 """
 

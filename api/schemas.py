@@ -1,4 +1,4 @@
-"""The wire shapes of API.md as pydantic models, for request validation and for OpenAPI.
+"""The wire shapes of docs/api.md as pydantic models, for request validation and for OpenAPI.
 
 Request models are strict (no ``"5"`` for ``5``, no ``true`` for ``1``) and refuse unknown
 fields, so a typo is a ``400`` rather than a silently ignored setting. Answers are built as
@@ -140,7 +140,7 @@ PUBLIC_STATUSES = ("running", "recovering", "offline")
 
 
 def public_status(container: SegmentContainer) -> str:
-    """API.md knows running, recovering and offline; a stopped container (between the two
+    """docs/api.md knows running, recovering and offline; a stopped container (between the two
     halves of a restart, or after the store closed) serves nothing, so it is offline."""
     if container.status is ContainerStatus.RUNNING:
         return "running"

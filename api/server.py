@@ -3,13 +3,17 @@
 ``serve`` is what ``segmentstore serve`` runs::
 
     store = SegmentStore(settings)            # not started: the lifespan starts it
-    asyncio.run(serve(store, settings.api.host, settings.api.port, settings.auth.tokens))
+    asyncio.run(serve(store, settings.api.host, settings.api.port, settings.auth.roles()))
+
+With ``tls_cert_file`` and ``tls_key_file`` (PEM) it serves HTTPS only. With
+``uvicorn_logging=False`` uvicorn installs no log handlers of its own and its records go to the
+root logger, in the format the process configured (``segmentstore serve`` does this).
 
 Shutdown (SIGTERM or SIGINT, handled by uvicorn itself): uvicorn stops accepting
 connections, lets requests in flight finish for up to ``graceful_timeout_s`` (a tail read may
 wait up to 60 s, so the rest are cancelled then), and runs the lifespan's shutdown, which
 closes the store: pending appends are completed or failed and files are closed. With the
-default of 10 s the whole stop stays well within the 30 s of API.md. After a clean stop
+default of 10 s the whole stop stays well within 30 s. After a clean stop
 uvicorn re-raises the signal it caught, so the process ends the way the signal says.
 """
 
@@ -19,6 +23,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
@@ -36,7 +41,9 @@ def serving_app(store: SegmentStore, auth_tokens: Mapping[str, str] | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await store.start()
+        # uvicorn binds the port only once this returns: the containers recover in the
+        # background, so probes get /healthz 200 and /readyz 503 meanwhile, not a refusal.
+        await store.start(wait_for_recovery=False)
         try:
             yield
         finally:
@@ -53,7 +60,12 @@ def server_config(
     *,
     graceful_timeout_s: int = GRACEFUL_TIMEOUT_S,
     log_level: str = "info",
+    tls_cert_file: Path | None = None,
+    tls_key_file: Path | None = None,
+    uvicorn_logging: bool = True,
 ) -> uvicorn.Config:
+    """uvicorn's settings for the app. ``uvicorn_logging``: uvicorn's own log handlers and
+    format; False leaves its records to the root logger's handlers."""
     return uvicorn.Config(
         app,
         host=host,
@@ -62,8 +74,11 @@ def server_config(
         ws="none",  # no websockets here; and the legacy websockets module warns on import
         access_log=False,  # at thousands of requests a second; /metrics counts them instead
         log_level=log_level,
+        log_config=uvicorn.config.LOGGING_CONFIG if uvicorn_logging else None,
         timeout_graceful_shutdown=graceful_timeout_s,
         server_header=False,
+        ssl_certfile=tls_cert_file,
+        ssl_keyfile=tls_key_file,
     )
 
 
@@ -76,6 +91,9 @@ async def serve(
     graceful_timeout_s: int = GRACEFUL_TIMEOUT_S,
     log_level: str = "info",
     sockets: Sequence[socket.socket] | None = None,
+    tls_cert_file: Path | None = None,
+    tls_key_file: Path | None = None,
+    uvicorn_logging: bool = True,
 ) -> None:
     """Serve ``store`` (unstarted) until SIGTERM or SIGINT; returns once it is closed.
 
@@ -84,7 +102,14 @@ async def serve(
     """
     app = serving_app(store, auth_tokens)
     config = server_config(
-        app, host, port, graceful_timeout_s=graceful_timeout_s, log_level=log_level
+        app,
+        host,
+        port,
+        graceful_timeout_s=graceful_timeout_s,
+        log_level=log_level,
+        tls_cert_file=tls_cert_file,
+        tls_key_file=tls_key_file,
+        uvicorn_logging=uvicorn_logging,
     )
     server = uvicorn.Server(config)
     await server.serve(sockets=list(sockets) if sockets is not None else None)

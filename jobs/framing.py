@@ -1,4 +1,4 @@
-"""Decoding the event framing of API.md into Arrow, without the service's code.
+"""Decoding the event framing of docs/api.md into Arrow, without the service's code.
 
 Each event is ``type i32be (0) | length i32be | payload``. The header walk is the only Python
 loop (one ``struct.unpack_from`` per event); the payloads never pass through Python objects:

@@ -36,7 +36,19 @@ def load_settings(
     try:
         return Settings.model_validate(merged)
     except ValidationError as error:
-        raise InvalidArgumentError(f"invalid settings: {error}") from error
+        raise InvalidArgumentError(f"invalid settings: {_describe(error)}") from None
+
+
+def _describe(error: ValidationError) -> str:
+    """Where and what, never the value given: it may be a secret, and so may an auth token
+    that is a key of ``auth.tokens`` (shown masked)."""
+    problems = []
+    for item in error.errors(include_input=False, include_url=False):
+        where = [str(part) for part in item["loc"]]
+        if where[:2] == ["auth", "tokens"] and len(where) > 2:
+            where[2] = "**********"
+        problems.append(f"{'.'.join(where) or 'settings'}: {item['msg']}")
+    return "; ".join(problems)
 
 
 def _read_file(path: Path) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The one exception tree of the segment store; the HTTP layer maps it to statuses in one place.
 
-    SegmentStoreError                      code (API.md, Errors)
+    SegmentStoreError                      code (docs/api.md, Errors)
     ├── InvalidNameError                   invalid_name
     ├── InvalidArgumentError               invalid_argument
     ├── UnauthorizedError                  unauthorized

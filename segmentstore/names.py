@@ -1,4 +1,4 @@
-"""Segment and attribute names: what API.md allows, checked before anything touches storage."""
+"""Segment and attribute names: what docs/api.md allows, checked before anything touches storage."""
 
 from __future__ import annotations
 

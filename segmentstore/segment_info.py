@@ -1,4 +1,4 @@
-"""What the store answers about a segment and about an append (API.md, Info)."""
+"""What the store answers about a segment and about an append (docs/api.md, Info)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,10 @@
 
 Units are in the key names. Only the composition root (the command line, or the embedded
 ``SegmentStore.open``) builds a :class:`Settings`; components receive their own section.
+
+Secrets (auth tokens, Tier 2 credentials, the JetStream password and token) are ``SecretStr``:
+printed, logged or dumped as JSON they are masked; only the part that uses one reveals it
+(:meth:`AuthSettings.roles`, :meth:`Tier2Settings.backend_options`, the JetStream options).
 """
 
 from __future__ import annotations
@@ -9,7 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -59,11 +71,37 @@ class CacheSettings(_Section):
     max_entry_bytes: int = Field(default=1 * MiB, ge=4 * KiB)
 
 
+# Tier 2 options whose names contain one of these hold credentials (secret_key, session_token).
+_SECRET_OPTION_WORDS = ("secret", "token", "password")
+OptionValue = str | int | float | bool
+
+
 class Tier2Settings(_Section):
     # file:///path, s3://bucket/prefix or hdfs://host:port/path; empty: <data_dir>/tier2.
     uri: str = ""
     # Backend options: endpoint_url, region, access_key, secret_key, create_bucket, ... (S3).
-    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # Credentials among them (secret_key, session_token, ...) are kept as SecretStr.
+    options: dict[str, OptionValue | SecretStr] = Field(default_factory=dict)
+
+    @field_validator("options", mode="after")
+    @classmethod
+    def _hide_credentials(
+        cls, options: dict[str, OptionValue | SecretStr]
+    ) -> dict[str, OptionValue | SecretStr]:
+        return {
+            key: SecretStr(str(value))
+            if not isinstance(value, SecretStr)
+            and any(word in key.lower() for word in _SECRET_OPTION_WORDS)
+            else value
+            for key, value in options.items()
+        }
+
+    def backend_options(self) -> dict[str, OptionValue]:
+        """The options with their secrets revealed, for the Tier 2 backend alone."""
+        return {
+            key: value.get_secret_value() if isinstance(value, SecretStr) else value
+            for key, value in self.options.items()
+        }
 
 
 class StorageWriterSettings(_Section):
@@ -103,8 +141,8 @@ class JetStreamSettings(_Section):
     # The publisher's pipeline: bytes sent and not yet acknowledged, at most.
     max_in_flight_bytes: int = Field(default=32 * MiB, ge=1 * MiB)
     user: str | None = None
-    password: str | None = None
-    token: str | None = None
+    password: SecretStr | None = None
+    token: SecretStr | None = None
     credentials_file: Path | None = None
     tls_ca_file: Path | None = None
     tls_cert_file: Path | None = None
@@ -134,11 +172,38 @@ class ApiSettings(_Section):
     # The embedded default serves loopback only; a deployment binds 0.0.0.0 explicitly.
     host: str = "127.0.0.1"
     port: int = Field(default=9090, ge=0, le=65535)
+    # HTTPS: a PEM certificate (chain) and its private key; both or neither (plain HTTP).
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _tls_needs_both(self) -> ApiSettings:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("api.tls_cert_file and api.tls_key_file go together")
+        return self
+
+
+class LogSettings(_Section):
+    level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    # text: one line per record for people; json: one JSON object per line for log pipelines.
+    format: Literal["text", "json"] = "text"
+
+
+Role = Literal["read", "write", "admin"]
 
 
 class AuthSettings(_Section):
     # token -> role. Empty: everyone may do everything (the default binds to loopback).
-    tokens: dict[str, Literal["read", "write", "admin"]] = Field(default_factory=dict)
+    tokens: dict[SecretStr, Role] = Field(default_factory=dict)
+
+    @field_serializer("tokens", when_used="json")
+    def _masked(self, tokens: dict[SecretStr, Role]) -> dict[str, Role]:
+        # Every key masks to the same text: numbered, so that none hides another.
+        return {f"********** ({i})": role for i, role in enumerate(tokens.values(), 1)}
+
+    def roles(self) -> dict[str, Role]:
+        """token -> role with the tokens revealed, for the part that checks requests."""
+        return {token.get_secret_value(): role for token, role in self.tokens.items()}
 
 
 class Settings(_Section):
@@ -150,6 +215,7 @@ class Settings(_Section):
     storage_writer: StorageWriterSettings = StorageWriterSettings()
     api: ApiSettings = ApiSettings()
     auth: AuthSettings = AuthSettings()
+    log: LogSettings = LogSettings()
 
     @model_validator(mode="after")
     def _frames_fit_appends(self) -> Settings:

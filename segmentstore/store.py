@@ -1,15 +1,19 @@
-"""The embedded segment store: the API.md Python surface over a fixed set of containers.
+"""The embedded segment store: the Python surface of docs/api.md over a fixed set of containers.
 
 It validates arguments (names, offsets, sizes) before anything reaches a container, routes
 each segment to its container by Pravega's mapping, and owns the data directory's identity
 (``store.json``, which fixes the container count for the life of the data).
+
+:meth:`SegmentStore.start` recovers every container before it returns; a service that must
+answer probes meanwhile starts with ``wait_for_recovery=False``: the containers then recover
+in the background (``recovering``, and ``503 container_unavailable`` to their requests) and
+:meth:`SegmentStore.recovered` waits for them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import os
 from collections.abc import Coroutine, Iterable, Sequence
@@ -18,17 +22,22 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from segmentstore.arguments import non_negative, retention_policy, whole_bytes
 from segmentstore.cache import BlockArenaCache
 from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.mapping import container_of
+from segmentstore.containers.recoveries import Recoveries
+from segmentstore.data_dir import claim_data_dir
 from segmentstore.errors import (
     ContainerNotFoundError,
     InvalidArgumentError,
     InvalidEventsError,
     PayloadTooLargeError,
 )
+from segmentstore.logs.observed_data_log import observed
 from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.names import transaction_name, validate_int64, validate_segment_name
+from segmentstore.observations import Observations
 from segmentstore.reading.cache_manager import CacheManager
 from segmentstore.reading.events import HEADER as EVENT_HEADER
 from segmentstore.reading.events import count as count_events
@@ -39,27 +48,17 @@ from segmentstore.settings import JetStreamSettings, Settings
 from segmentstore.tier1 import DataLogError, DurableDataLog
 from segmentstore.tier1.local import LocalDurableDataLog
 from segmentstore.tier2 import Tier2Error, open_chunk_storage
+from segmentstore.writer.observed_chunk_storage import ObservedChunkStorage
 
 if TYPE_CHECKING:
     from segmentstore.tier1.jetstream import JetStreamOptions
 
 log = logging.getLogger(__name__)
 
-_IDENTITY_FILE = "store.json"
-
 
 @lru_cache(maxsize=65536)
 def _route(name: str, containers: int) -> int:
     return container_of(validate_segment_name(name), containers)
-
-
-def _whole_bytes(view: memoryview) -> memoryview | bytes:
-    """``view`` as a buffer whose ``len`` is its size in bytes, which every layer below counts
-    by: a view of wider items or of several dimensions (``len`` counts items or rows) is cast,
-    and one that is not contiguous is copied."""
-    if view.itemsize == view.ndim == 1 and view.contiguous:
-        return view
-    return view.cast("B") if view.c_contiguous else view.tobytes()
 
 
 def _jetstream_options(settings: JetStreamSettings) -> JetStreamOptions:
@@ -78,29 +77,13 @@ def _jetstream_options(settings: JetStreamSettings) -> JetStreamOptions:
         connect_timeout_ms=settings.connect_timeout_ms,
         max_in_flight_bytes=settings.max_in_flight_bytes,
         user=settings.user,
-        password=settings.password,
-        token=settings.token,
+        password=None if settings.password is None else settings.password.get_secret_value(),
+        token=None if settings.token is None else settings.token.get_secret_value(),
         credentials_file=path(settings.credentials_file),
         tls_ca_file=path(settings.tls_ca_file),
         tls_cert_file=path(settings.tls_cert_file),
         tls_key_file=path(settings.tls_key_file),
     )
-
-
-def _non_negative(what: str, value: object) -> int:
-    number = validate_int64(what, value)
-    if number < 0:
-        raise InvalidArgumentError(f"{what} must not be negative, not {number}")
-    return number
-
-
-def _retention_policy(retention: dict[str, int] | None) -> dict[str, int]:
-    policy = {}
-    for key, value in (retention or {}).items():
-        if key not in ("time_ms", "bytes"):
-            raise InvalidArgumentError(f"unknown retention policy {key!r}")
-        policy[key] = _non_negative(f"retention.{key}", value)
-    return policy
 
 
 class SegmentStore:
@@ -117,6 +100,9 @@ class SegmentStore:
             if settings.tier1.mode == "jetstream"
             else None
         )
+        # Where the parts report their figures (Tier 1 and Tier 2 writes, recoveries).
+        self.observations = Observations()
+        self._recoveries = Recoveries(self.observations)
 
     @classmethod
     def open(
@@ -164,10 +150,15 @@ class SegmentStore:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, wait_for_recovery: bool = True) -> None:
+        """Claim the data directory, open Tier 2 and recover every container.
+
+        With ``wait_for_recovery=False`` it returns once the containers are ``recovering``, and
+        each recovers in the background (:meth:`recovered` waits for all of them).
+        """
         data_dir = self.settings.store.data_dir
         if self._jetstream is None:
-            await asyncio.to_thread(self._claim_data_dir, data_dir)
+            await asyncio.to_thread(claim_data_dir, data_dir, self._count)
         else:
             # Tier 1 is shared: the container count is recorded beside the epochs, and this
             # node keeps nothing on its own disk.
@@ -185,12 +176,14 @@ class SegmentStore:
         uri = self.settings.tier2_uri()
         try:
             storage = await asyncio.to_thread(
-                open_chunk_storage, uri, options=dict(self.settings.tier2.options)
+                open_chunk_storage, uri, options=self.settings.tier2.backend_options()
             )
         except Tier2Error as error:
             raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
         self.tier2 = Tier2Reads(
-            storage, self.cache_manager, self.settings.storage_writer.read_block_bytes
+            ObservedChunkStorage(storage, self.observations),
+            self.cache_manager,
+            self.settings.storage_writer.read_block_bytes,
         )
         self.containers = [
             SegmentContainer(
@@ -203,10 +196,19 @@ class SegmentStore:
             for i in range(self._count)
         ]
         log.info("starting %d containers over %s", self._count, data_dir)
-        await asyncio.gather(*(c.start() for c in self.containers))
+        self._recoveries.begin(self.containers)
         self._started = True
+        if wait_for_recovery:
+            await self.recovered()
+
+    async def recovered(self) -> None:
+        """Wait until every container has finished recovering (running, or offline)."""
+        await self._recoveries.wait()
 
     def _data_log(self, container_id: int) -> DurableDataLog:
+        return observed(self._tier1_log(container_id), self.observations)
+
+    def _tier1_log(self, container_id: int) -> DurableDataLog:
         if self._jetstream is not None:
             from segmentstore.tier1.jetstream import JetStreamDurableDataLog
 
@@ -217,33 +219,12 @@ class SegmentStore:
             directory, segment_bytes=tier1.segment_bytes, segment_ms=tier1.segment_ms
         )
 
-    def _claim_data_dir(self, data_dir: Path) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        identity = data_dir / _IDENTITY_FILE
-        if identity.exists():
-            recorded = json.loads(identity.read_text())["containers"]
-            if recorded != self._count:
-                raise InvalidArgumentError(
-                    f"{data_dir} was created with {recorded} containers, not {self._count}:"
-                    " the container count cannot change"
-                )
-            return
-        temporary = identity.with_suffix(".tmp")
-        with open(temporary, "w") as f:
-            json.dump({"format": 1, "containers": self._count}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, identity)
-        directory = os.open(data_dir, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
-
     async def close(self) -> None:
         """Finish pending operations and release every container. Idempotent."""
         if self._started:
             self._started = False
+            # A recovery under way finishes first: stopping it midway would race with it.
+            await self._recoveries.settle()
             await asyncio.gather(*(c.stop() for c in self.containers))
             self.cache_manager.cache.close()
             await asyncio.to_thread(self.tier2.storage.close)
@@ -255,7 +236,7 @@ class SegmentStore:
         lock = self._restarts.setdefault(container_id, asyncio.Lock())
         async with lock:
             await container.stop()
-            await container.start()
+            await self._recoveries.recover(container)
         return container
 
     def container(self, container_id: int) -> SegmentContainer:
@@ -277,18 +258,18 @@ class SegmentStore:
         updates = [
             AttributeUpdate.parse({"key": k, "value": v}) for k, v in (attributes or {}).items()
         ]
-        policy = _retention_policy(retention)
+        policy = retention_policy(retention)
         return await self._for(name).create_segment(name, {u.key: u.value for u in updates}, policy)
 
     async def set_retention(self, name: str, retention: dict[str, int] | None) -> SegmentInfo:
         """Replace the retention policy of ``name`` (``time_ms`` and/or ``bytes``; None or
         empty: keep everything). Enforced every ``store.retention_check_interval_ms``."""
-        return await self._for(name).set_retention(name, _retention_policy(retention))
+        return await self._for(name).set_retention(name, retention_policy(retention))
 
     async def offset_at(self, name: str, timestamp_ms: int) -> int:
         """An append boundary ``O`` of ``name`` such that every append made at or after
         ``timestamp_ms`` (ms since the epoch) lies at or after ``O``, and at most one time-index
-        interval of earlier data lies between ``O`` and the first such append (API.md)."""
+        interval of earlier data lies between ``O`` and the first such append (docs/api.md)."""
         return await self._for(name).offset_at(name, validate_int64("timestamp_ms", timestamp_ms))
 
     def append(
@@ -304,7 +285,7 @@ class SegmentStore:
         is a plain function returning the container's coroutine: one coroutine less on the
         hottest path), so bad ones raise at the call rather than at the await."""
         if type(data) is memoryview:
-            data = _whole_bytes(data)
+            data = whole_bytes(data)
         size = len(data)
         if size == 0:
             raise InvalidArgumentError("an append needs at least one byte")
@@ -312,13 +293,13 @@ class SegmentStore:
         if size > limit:
             raise PayloadTooLargeError(size, limit)
         if expected_offset is not None:
-            _non_negative("expected_offset", expected_offset)
+            non_negative("expected_offset", expected_offset)
         if (writer_id is None) != (writer_seq is None):
             raise InvalidArgumentError("writer_id and writer_seq go together")
         if writer_id is not None:
             if not 0 < len(writer_id) <= 256:
                 raise InvalidArgumentError("writer_id must be 1 to 256 characters")
-            _non_negative("writer_seq", writer_seq)
+            non_negative("writer_seq", writer_seq)
         container = self.containers[_route(name, self._count)]  # _for, inlined
         return container.append(name, data, expected_offset, writer_id, writer_seq)
 
@@ -328,11 +309,11 @@ class SegmentStore:
         """At most ``max_length`` bytes from ``offset`` (possibly fewer); waits up to
         ``wait_ms`` at the tail of an unsealed segment and returns ``b""`` if nothing came."""
         limits = self.settings.store
-        _non_negative("offset", offset)
+        non_negative("offset", offset)
         length = limits.max_read_bytes if max_length is None else max_length
-        if _non_negative("max_length", length) == 0:
+        if non_negative("max_length", length) == 0:
             raise InvalidArgumentError("max_length must be at least 1")
-        if not 0 <= _non_negative("wait_ms", wait_ms) <= limits.max_wait_ms:
+        if not 0 <= non_negative("wait_ms", wait_ms) <= limits.max_wait_ms:
             raise InvalidArgumentError(f"wait_ms must be at most {limits.max_wait_ms}")
         return await self._for(name).read(name, offset, min(length, limits.max_read_bytes), wait_ms)
 
@@ -345,11 +326,11 @@ class SegmentStore:
         writer_id: str | None = None,
         writer_seq: int | None = None,
     ) -> AppendResult:
-        """Append a batch of events atomically: ``events`` is framed bytes (API.md, Event
+        """Append a batch of events atomically: ``events`` is framed bytes (docs/api.md, Event
         framing) or a sequence of payloads to frame. Bad framing is ``InvalidEventsError``
         and appends nothing."""
         if isinstance(events, memoryview):
-            events = _whole_bytes(events)
+            events = whole_bytes(events)
         body = events if isinstance(events, bytes | bytearray | memoryview) else encode(events)
         limit = self.settings.store.max_append_bytes
         if len(body) > limit:
@@ -402,7 +383,7 @@ class SegmentStore:
         return await self._for(name).seal(name)
 
     async def truncate(self, name: str, offset: int) -> SegmentInfo:
-        return await self._for(name).truncate(name, _non_negative("offset", offset))
+        return await self._for(name).truncate(name, non_negative("offset", offset))
 
     async def merge(self, target: str, source: str) -> AppendResult:
         container, source_container = self._for(target), self._for(source)
@@ -449,4 +430,4 @@ class SegmentStore:
         )
         if after is not None:
             names = [n for n in names if n > after]
-        return names if limit is None else names[: _non_negative("limit", limit)]
+        return names if limit is None else names[: non_negative("limit", limit)]

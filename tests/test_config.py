@@ -27,7 +27,7 @@ def test_flags_win_over_environment_over_file(tmp_path: Path) -> None:
     assert str(settings.store.data_dir) == "/from/flag"
     assert settings.storage_writer.flush_threshold_bytes == 1024
     assert settings.tier2.options == {"region": "eu-west-1"}
-    assert settings.auth.tokens == {"secret": "admin"}
+    assert settings.auth.roles() == {"secret": "admin"}
 
 
 def test_yaml_files_work_too(tmp_path: Path) -> None:

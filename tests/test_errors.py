@@ -1,4 +1,4 @@
-"""The error tree: every leaf has its own API.md code and structured fields."""
+"""The error tree: every leaf has its own docs/api.md code and structured fields."""
 
 from __future__ import annotations
 

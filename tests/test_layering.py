@@ -1,4 +1,4 @@
-"""The layer arrows of DESIGN.md, and the arrows inside the core, checked on every source file.
+"""The layer arrows of docs/architecture.md, and those inside the core, on every source file.
 
 Every folder installs under one package, ``segmentstore`` (setup.py): ``tier1/`` is
 ``segmentstore.tier1`` and so on. A module belongs to the *unit* of the longest prefix below

@@ -22,12 +22,18 @@ def containers_router(store: SegmentStore) -> APIRouter:
     # it twice. Restarts are rare (drills), so one at a time is plenty.
     restarting = asyncio.Lock()
 
-    @router.get("", response_model=Containers, summary="Every container's state")
+    @router.get(
+        "",
+        operation_id="listContainers",
+        response_model=Containers,
+        summary="Every container's state",
+    )
     async def list_containers() -> Response:
         return JSONResponse({"containers": [container_json(c) for c in store.containers]})
 
     @router.post(
         "/{container_id}:restart",
+        operation_id="restartContainer",
         response_model=ContainerView,
         responses=error_responses(400, 404, 503),
         summary="Stop a container and recover it in place; answers once it runs again",

@@ -22,32 +22,46 @@ _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _OPTIONAL_INT = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
 # The appends take their optional parameters from the request themselves (see
 # ``api.append_path``) and describe them here, so that the schema stays what the route does.
-APPEND_SCHEMA: dict[str, Any] = {
-    "requestBody": {"content": {OCTET_STREAM: _BINARY}, "required": True},
-    "parameters": [
-        {
-            "name": "expected_offset",
-            "in": "query",
-            "required": False,
-            "schema": _OPTIONAL_INT,
-            "description": "append only if the segment's length equals this",
-        },
-        {
-            "name": "Writer-Id",
-            "in": "header",
-            "required": False,
-            "schema": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-            "description": "exactly-once: the writer's identity",
-        },
-        {
-            "name": "Writer-Seq",
-            "in": "header",
-            "required": False,
-            "schema": _OPTIONAL_INT,
-            "description": "exactly-once: applied only if above the last one",
-        },
-    ],
+EVENT_FRAMING = (
+    "Events back to back, each an 8-byte header, a big-endian int32 type (0) and a big-endian"
+    " int32 payload length, then the payload (0 to max_append_bytes - 8 bytes). A type other"
+    " than 0, a negative length or a length past the end of the body is 422 invalid_events."
+)
+_RAW_BODY = {
+    "content": {OCTET_STREAM: _BINARY},
+    "required": True,
+    "description": "the raw bytes to append: 1 byte to max_append_bytes (8 MiB by default)",
 }
+_FRAMED_BODY = {
+    "content": {OCTET_STREAM: {"schema": {**_BINARY["schema"], "description": EVENT_FRAMING}}},
+    "required": True,
+    "description": f"a batch of framed events, appended whole or not at all. {EVENT_FRAMING}",
+}
+_APPEND_PARAMETERS: list[dict[str, Any]] = [
+    {
+        "name": "expected_offset",
+        "in": "query",
+        "required": False,
+        "schema": _OPTIONAL_INT,
+        "description": "append only if the segment's length equals this",
+    },
+    {
+        "name": "Writer-Id",
+        "in": "header",
+        "required": False,
+        "schema": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "description": "exactly-once: the writer's identity",
+    },
+    {
+        "name": "Writer-Seq",
+        "in": "header",
+        "required": False,
+        "schema": _OPTIONAL_INT,
+        "description": "exactly-once: applied only if above the last one",
+    },
+]
+APPEND_SCHEMA: dict[str, Any] = {"requestBody": _RAW_BODY, "parameters": _APPEND_PARAMETERS}
+EVENTS_SCHEMA: dict[str, Any] = {"requestBody": _FRAMED_BODY, "parameters": _APPEND_PARAMETERS}
 
 
 def _read_headers(description: str) -> dict[str, Any]:
@@ -98,6 +112,7 @@ def data_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
 
     @router.post(
         "/{name:path}:append",
+        operation_id="appendSegment",
         response_model=Appended,
         openapi_extra=APPEND_SCHEMA,
         responses=error_responses(400, 404, 409, 412, 413, 429, 503, 507),
@@ -111,6 +126,7 @@ def data_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
 
     @router.get(
         "/{name:path}:read",
+        operation_id="readSegment",
         response_class=Response,
         responses=_read_responses("the bytes from `offset` (possibly fewer than asked)", {}),
         summary="Read bytes, waiting at the tail",
@@ -132,8 +148,9 @@ def data_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
 
     @router.post(
         "/{name:path}:appendEvents",
+        operation_id="appendEvents",
         response_model=EventsAppended,
-        openapi_extra=APPEND_SCHEMA,
+        openapi_extra=EVENTS_SCHEMA,
         responses=error_responses(400, 404, 409, 412, 413, 422, 429, 503, 507),
         summary="Append a batch of framed events atomically",
     )
@@ -145,9 +162,10 @@ def data_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
 
     @router.get(
         "/{name:path}:readEvents",
+        operation_id="readEvents",
         response_class=Response,
         responses=_read_responses(
-            "whole framed events from `offset`",
+            "whole framed events from `offset`, in the framing of `:appendEvents`",
             {"Segment-Next-Offset": "the offset of the next event: the next read's `offset`"},
             422,
         ),

@@ -15,12 +15,15 @@ from segmentstore.store import SegmentStore
 def health_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
     router = APIRouter(tags=["operations"])
 
-    @router.get("/healthz", summary="Liveness: 200 while the process serves")
+    @router.get(
+        "/healthz", operation_id="getHealth", summary="Liveness: 200 while the process serves"
+    )
     async def healthz() -> Response:
         return JSONResponse({"status": "ok"})
 
     @router.get(
         "/readyz",
+        operation_id="getReadiness",
         responses=error_responses(503),
         summary="Readiness: 200 only if every container is running",
     )
@@ -37,11 +40,12 @@ def health_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
 
     @router.get(
         "/metrics",
+        operation_id="getMetrics",
         response_class=Response,
         responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}}},
         summary="Prometheus text format",
     )
     async def prometheus() -> Response:
-        return Response(metrics.render(store), media_type=CONTENT_TYPE)
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     return router

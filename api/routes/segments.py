@@ -54,6 +54,7 @@ def action_router(store: SegmentStore) -> APIRouter:
 
     @router.post(
         "/{name:path}:seal",
+        operation_id="sealSegment",
         response_model=Info,
         responses=error_responses(400, 404, 503),
         summary="Seal: no more appends (idempotent)",
@@ -63,6 +64,7 @@ def action_router(store: SegmentStore) -> APIRouter:
 
     @router.post(
         "/{name:path}:truncate",
+        operation_id="truncateSegment",
         response_model=Info,
         responses=error_responses(400, 404, 416, 503),
         summary="Drop the data below an offset for good",
@@ -72,6 +74,7 @@ def action_router(store: SegmentStore) -> APIRouter:
 
     @router.post(
         "/{name:path}:merge",
+        operation_id="mergeSegment",
         response_model=Merged,
         responses=error_responses(400, 404, 409, 410, 503),
         summary="Append a whole source segment (a transaction) to this one, atomically",
@@ -82,6 +85,7 @@ def action_router(store: SegmentStore) -> APIRouter:
 
     @router.post(
         "/{name:path}:beginTransaction",
+        operation_id="beginTransaction",
         status_code=201,
         response_model=Transaction,
         responses=error_responses(400, 404, 409, 503),
@@ -93,6 +97,7 @@ def action_router(store: SegmentStore) -> APIRouter:
 
     @router.get(
         "/{name:path}:attributes",
+        operation_id="getAttributes",
         response_model=Attributes,
         responses=error_responses(400, 404, 503),
         summary="The segment's attributes",
@@ -102,6 +107,7 @@ def action_router(store: SegmentStore) -> APIRouter:
 
     @router.patch(
         "/{name:path}:attributes",
+        operation_id="updateAttributes",
         response_model=Attributes,
         responses=error_responses(400, 404, 412, 503),
         summary="Update attributes atomically; answers the whole map after the update",
@@ -112,6 +118,7 @@ def action_router(store: SegmentStore) -> APIRouter:
 
     @router.get(
         "/{name:path}:offsetAt",
+        operation_id="offsetAt",
         response_model=OffsetAt,
         responses=error_responses(400, 404, 503),
         summary="An append boundary at or before the first append made at or after a time",
@@ -123,6 +130,7 @@ def action_router(store: SegmentStore) -> APIRouter:
 
     @router.put(
         "/{name:path}:retention",
+        operation_id="setRetention",
         response_model=Info,
         responses=error_responses(400, 404, 503),
         summary="Replace the retention policy ({} keeps everything)",
@@ -138,6 +146,7 @@ def resource_router(store: SegmentStore) -> APIRouter:
 
     @router.get(
         "",
+        operation_id="listSegments",
         response_model=Listing,
         responses=error_responses(400, 503),
         summary="Segment names, sorted by code point, a page at a time",
@@ -162,6 +171,7 @@ def resource_router(store: SegmentStore) -> APIRouter:
 
     @router.put(
         "/{name:path}",
+        operation_id="createSegment",
         status_code=201,
         response_model=Info,
         responses=error_responses(400, 409, 503),
@@ -179,6 +189,7 @@ def resource_router(store: SegmentStore) -> APIRouter:
 
     @router.get(
         "/{name:path}",
+        operation_id="getSegment",
         response_model=Info,
         responses=error_responses(400, 404, 503),
         summary="A segment's metadata",
@@ -188,6 +199,7 @@ def resource_router(store: SegmentStore) -> APIRouter:
 
     @router.delete(
         "/{name:path}",
+        operation_id="deleteSegment",
         status_code=204,
         response_class=Response,
         responses=error_responses(400, 404, 503),

@@ -14,10 +14,13 @@ import sys
 from collections.abc import Sequence
 
 from segmentstore.cli import bench, serve, spark, tier2
+from segmentstore.cli.logs import configure_logging
+from segmentstore.version import VERSION
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="segmentstore", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"segmentstore {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
     for group in (serve, tier2, bench, spark):
         group.add_command(commands)
@@ -38,9 +41,9 @@ _EXTRAS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    if not logging.getLogger().handlers:  # a host's logging (a test runner's) stays as it is
+        # ``serve`` configures it again from its settings (log.level, log.format).
+        configure_logging()
     try:
         code: int = args.run(args)
     except ModuleNotFoundError as missing:

@@ -10,10 +10,26 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from segmentstore.cli.logs import configure_logging
+
 if TYPE_CHECKING:
     from segmentstore.settings import Settings
 
 log = logging.getLogger("segmentstore")
+
+# flag destination -> (section, key) of the settings tree
+_FLAG_KEYS = {
+    "data_dir": ("store", "data_dir"),
+    "containers": ("store", "containers"),
+    "host": ("api", "host"),
+    "port": ("api", "port"),
+    "tls_cert_file": ("api", "tls_cert_file"),
+    "tls_key_file": ("api", "tls_key_file"),
+    "tier1": ("tier1", "mode"),
+    "tier2": ("tier2", "uri"),
+    "log_level": ("log", "level"),
+    "log_format": ("log", "format"),
+}
 
 
 def add_command(commands: Any) -> None:
@@ -35,7 +51,17 @@ def add_command(commands: Any) -> None:
         default=None,
         help="JetStream server URLs, comma-separated (tier1.jetstream.servers)",
     )
-    serve.add_argument("--print-config", action="store_true", help="print settings and exit")
+    serve.add_argument("--tls-cert-file", type=Path, default=None, help="serve HTTPS: PEM cert")
+    serve.add_argument("--tls-key-file", type=Path, default=None, help="... and its PEM key")
+    serve.add_argument(
+        "--log-level", default=None, help="debug, info (default), warning, error, critical"
+    )
+    serve.add_argument(
+        "--log-format", default=None, help="text (default) or json (one object a line)"
+    )
+    serve.add_argument(
+        "--print-config", action="store_true", help="print settings (secrets masked) and exit"
+    )
     serve.set_defaults(run=run)
 
 
@@ -48,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"segmentstore: {error}", file=sys.stderr)
         return 2
     if args.print_config:
-        print(settings.model_dump_json(indent=2))
+        print(settings.model_dump_json(indent=2))  # secrets print as **********
         return 0
+    configure_logging(settings.log.level, settings.log.format)
     _serve(settings)
     return 0
 
@@ -58,19 +85,13 @@ def _settings(args: argparse.Namespace) -> Settings:
     """Flags over ``SEGMENTSTORE_*`` variables over the config file (docs/api.md)."""
     from segmentstore.config import load_settings
 
-    flags: dict[str, dict[str, Any]] = {"store": {}, "api": {}, "tier1": {}, "tier2": {}}
-    for section, key, value in (
-        ("store", "data_dir", args.data_dir),
-        ("store", "containers", args.containers),
-        ("api", "host", args.host),
-        ("api", "port", args.port),
-        ("tier1", "mode", args.tier1),
-        ("tier2", "uri", args.tier2),
-    ):
+    flags: dict[str, dict[str, Any]] = {}
+    for destination, (section, key) in _FLAG_KEYS.items():
+        value = getattr(args, destination)
         if value is not None:
-            flags[section][key] = value
+            flags.setdefault(section, {})[key] = value
     if args.nats is not None:
-        flags["tier1"]["jetstream"] = {"servers": args.nats}
+        flags.setdefault("tier1", {})["jetstream"] = {"servers": args.nats}
     return load_settings(args.config, os.environ, flags)
 
 
@@ -79,16 +100,27 @@ def _serve(settings: Settings) -> None:
     from segmentstore.store import SegmentStore
 
     api = settings.api
+    scheme = "https" if api.tls_cert_file else "http"
     log.info(
-        "serving %s on http://%s:%d (%d containers, Tier 2 %s, auth %s)",
+        "serving %s on %s://%s:%d (%d containers, Tier 2 %s, auth %s)",
         settings.store.data_dir.resolve(),
+        scheme,
         api.host,
         api.port,
         settings.store.containers,
         settings.tier2_uri(),
         "on" if settings.auth.tokens else "off",
     )
-    service = serve(SegmentStore(settings), api.host, api.port, settings.auth.tokens)
+    service = serve(
+        SegmentStore(settings),
+        api.host,
+        api.port,
+        settings.auth.roles(),
+        log_level=settings.log.level,
+        tls_cert_file=api.tls_cert_file,
+        tls_key_file=api.tls_key_file,
+        uvicorn_logging=False,  # its records take the process's one format
+    )
     try:
         import uvloop  # uvicorn[standard] brings it: a faster event loop
     except ImportError:  # pragma: no cover

@@ -1,4 +1,4 @@
-"""A client for the segment store's HTTP API (API.md), blocking or asyncio, on httpx.
+"""A client for the segment store's HTTP API (docs/api.md), blocking or asyncio, on httpx.
 
     from segmentstore.client import SegmentStoreClient
 

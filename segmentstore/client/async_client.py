@@ -18,6 +18,7 @@ from .calls import Call, Data
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
 from .retry import Attempts, RetryPolicy
 from .sync_client import DEFAULT_URL
+from .tls import tls_verification
 
 T = TypeVar("T")
 
@@ -35,6 +36,7 @@ class AsyncSegmentStoreClient:
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = 100,
+        verify: bool | str = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._timeout = httpx.Timeout(timeout_s)
@@ -45,6 +47,7 @@ class AsyncSegmentStoreClient:
             timeout=self._timeout,
             transport=transport,
             limits=httpx.Limits(max_connections=max_connections),
+            verify=tls_verification(verify),
         )
 
     async def aclose(self) -> None:

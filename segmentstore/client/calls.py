@@ -1,6 +1,6 @@
-"""Every route of API.md as a :class:`Call`: the request to send, which answers are success, how
-to decode them, and whether a retry is safe. Both clients execute the same calls, so the
-sync and async clients cannot drift apart on paths, headers or retry rules.
+"""Every route of docs/api.md as a :class:`Call`: the request to send, which answers are
+success, how to decode them, and whether a retry is safe. Both clients execute the same
+calls, so the sync and async clients cannot drift apart on paths, headers or retry rules.
 """
 
 from __future__ import annotations

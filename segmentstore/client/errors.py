@@ -1,6 +1,6 @@
 """Error answers back into the store's own exceptions: one ``error.code`` → one leaf class.
 
-The server sends every error as ``{"error": {"code", "message", ...fields}}`` (API.md, Errors),
+The server sends every error as ``{"error": {"code", "message", ...fields}}`` (docs/api.md, Errors),
 built from a :class:`~segmentstore.errors.SegmentStoreError` leaf and its ``fields()``. This
 module reverses that: the leaf whose ``code`` matches is rebuilt with its message and fields,
 so ``except BadOffsetError as e: e.length`` reads the same over HTTP as embedded. A code no

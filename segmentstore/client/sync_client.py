@@ -1,4 +1,4 @@
-"""The blocking client: :class:`SegmentStoreClient`, one method per route of API.md."""
+"""The blocking client: :class:`SegmentStoreClient`, one method per route of docs/api.md."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from . import calls
 from .calls import Call, Data
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
 from .retry import Attempts, RetryPolicy
+from .tls import tls_verification
 
 T = TypeVar("T")
 
@@ -28,7 +29,9 @@ class SegmentStoreClient:
     ``token`` is sent as ``Authorization: Bearer``. ``timeout_s`` bounds each attempt (a tail
     read gets its ``wait_ms`` on top); ``retry`` says how often transient failures are retried
     (see :mod:`segmentstore.client.retry` for which requests are). ``transport`` replaces
-    httpx's (tests, proxies). Use as a context manager or call :meth:`close`.
+    httpx's (tests, proxies). ``verify`` checks an ``https://`` server's certificate: ``True``
+    against the system's authorities, a path to a CA bundle (PEM), or ``False`` not at all.
+    Use as a context manager or call :meth:`close`.
     """
 
     def __init__(
@@ -39,12 +42,17 @@ class SegmentStoreClient:
         timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
+        verify: bool | str = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._timeout = httpx.Timeout(timeout_s)
         self._retry = retry or RetryPolicy()
         self._http = httpx.Client(
-            base_url=base_url, headers=headers, timeout=self._timeout, transport=transport
+            base_url=base_url,
+            headers=headers,
+            timeout=self._timeout,
+            transport=transport,
+            verify=tls_verification(verify),
         )
 
     def close(self) -> None:

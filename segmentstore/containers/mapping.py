@@ -1,7 +1,7 @@
 """Segment name -> segment container mapping, bit-for-bit the same as Pravega's.
 
-This module owns the one decision of which container a segment lives in (DESIGN.md, "Segment
-containers"). It has to give the same container number as Pravega's
+This module owns the one decision of which container a segment lives in (docs/architecture.md,
+the parts). It has to give the same container number as Pravega's
 ``io.pravega.shared.segment.SegmentToContainerMapper`` for the same name and container count, so
 that data, tooling and operators' expectations carry over between the two systems. Pravega does:
 

@@ -1,4 +1,4 @@
-"""Attribute updates: the five conditional update types of API.md, applied all-or-nothing."""
+"""Attribute updates: the five conditional update types of docs/api.md, applied all-or-nothing."""
 
 from __future__ import annotations
 

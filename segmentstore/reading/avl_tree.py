@@ -1,7 +1,8 @@
 """An ordered map from int keys (segment offsets) to values, kept as an AVL tree.
 
-Each segment's read index is one of these, keyed by the start offset of each entry (DESIGN.md,
-"Read index and cache"). The read index needs, cheaply and with a bounded worst case:
+Each segment's read index is one of these, keyed by the start offset of each entry
+(docs/architecture.md, the path of a read). The read index needs, cheaply and with a
+bounded worst case:
 
 - ``floor(offset)``: the entry containing an offset (the greatest start offset <= it);
 - inserting at the maximum key, since appends arrive in offset order, while Tier 2 cache fills
@@ -11,8 +12,8 @@ Each segment's read index is one of these, keyed by the start offset of each ent
 - ``remove_below(offset)``: dropping a prefix when the segment is truncated.
 
 The standard library has no sorted map, and sorted lists with ``bisect`` cost O(n) per insert
-or delete away from the end. DESIGN.md asks for the tree to be written here rather than taken
-from a library; every operation here is O(log n) (plus the number of entries returned).
+or delete away from the end. Written here, not taken from a library, its costs are known:
+every operation is O(log n) (plus the number of entries returned).
 
 Not thread-safe; the segment store's core runs on one event loop.
 """

@@ -1,4 +1,4 @@
-"""The event framing of API.md: each event is ``type i32be (0) | length i32be | payload``.
+"""The event framing of docs/api.md: each event is ``type i32be (0) | length i32be | payload``.
 
 Validation walks the headers with ``struct.unpack_from`` only (no per-byte Python work), which
 checks a 100-byte-event batch at millions of events per second.

@@ -1,7 +1,7 @@
 """The read index of one segment: where its readable bytes are, and who waits at its tail.
 
-An AVL tree keyed by start offset holds entries that point at cache entries (DESIGN.md, "Read
-index and cache"). Appends in offset order grow the last entry until it holds
+An AVL tree keyed by start offset holds entries that point at cache entries (docs/architecture.md,
+the path of a read). Appends in offset order grow the last entry until it holds
 ``max_entry_bytes`` (the cache fills its last block first), so millions of small appends cost
 a few entries, not millions. Each entry remembers the cache generation of its last use; the
 cache manager evicts the oldest entries that already lie below ``storage_length`` (in Tier 2),

@@ -49,7 +49,7 @@ class TimeLookup:
         self._lock = threading.Lock()  # lookups run in several worker threads at once
 
     async def offset_at(self, segment: SegmentMetadata, time_ms: int) -> int:
-        """API.md's ``:offsetAt``: an append boundary ``O`` such that every append made at or
+        """docs/api.md's ``:offsetAt``: an append boundary ``O`` such that every append made at or
         after ``time_ms`` lies at or after ``O``, with at most one index interval (or one
         append) of earlier data between ``O`` and the first such append."""
         index = self._index_of(segment)

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from readiness import wait_ready
 
 from segmentstore import SegmentStore
 from segmentstore.api.server import server_config, serving_app
@@ -80,6 +81,7 @@ def start_server(data_dir: Path, tokens: Mapping[str, str] | None = None) -> Liv
         assert thread.is_alive(), "the server failed to start"
         assert time.monotonic() < deadline, "the server did not start in 30 s"
         time.sleep(0.01)
+    wait_ready(f"http://127.0.0.1:{port}")  # the port answers before the containers recover
     return LiveServer(f"http://127.0.0.1:{port}", server, thread, store)
 
 
@@ -153,5 +155,5 @@ def frame(*payloads: bytes, kind: int = 0) -> bytes:
 
 @pytest.fixture(name="frame")
 def frame_fixture() -> Callable[..., bytes]:
-    """API.md's event framing: ``type i32be | length i32be | payload`` per event."""
+    """docs/api.md's event framing: ``type i32be | length i32be | payload`` per event."""
     return frame

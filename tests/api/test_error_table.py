@@ -1,4 +1,4 @@
-"""The one error table of ``api/errors.py`` is total and says what API.md says."""
+"""The one error table of ``api/errors.py`` is total and says what docs/api.md says."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import segmentstore.errors as e
 from segmentstore.api.errors import STATUS, error_response
 from segmentstore.errors import SegmentStoreError, leaf_error_classes
 
-# API.md, Errors: status -> codes.
+# docs/api.md, Errors: status -> codes.
 API_STATUSES = {
     400: {"invalid_name", "invalid_argument"},
     401: {"unauthorized"},

@@ -6,7 +6,7 @@ and invalid (schemathesis v4 generates both by default), against the module's re
 segment that exists and holds events, so that generated offsets, attribute updates, merges
 and truncations reach the store rather than stopping at ``404``.
 
-The only 5xx allowed are the ones API.md documents as answers rather than failures:
+The only 5xx allowed are the ones docs/api.md documents as answers rather than failures:
 ``503`` (a container recovering, as right after a fuzzed ``:restart``) and ``507``.
 """
 
@@ -32,7 +32,7 @@ EXAMPLES_PER_CASE = 50
 MAX_WAIT_MS = 50
 SEGMENT = "fuzz/stream/0"
 DOCUMENTED_5XX = {503, 507}
-# API.md's codes, and the ones api/errors.py adds for what API.md is silent on.
+# docs/api.md's codes, and the ones api/errors.py adds for what docs/api.md is silent on.
 KNOWN_CODES = {cls.code for cls in leaf_error_classes()} | {
     "not_found",
     "method_not_allowed",
@@ -134,7 +134,7 @@ def test_no_request_gets_a_server_error(
 # Starlette matches a route with ``^...$``, and Python's ``$`` also matches just before a
 # final newline, while ``{name:path}`` (``.*``) matches no newline at all. So a name ending in
 # "\n" is silently cut to the name before it, and one with an inner "\n" matches no route.
-# API.md: such a name is ``400 invalid_name`` and never reaches the store.
+# docs/api.md: such a name is ``400 invalid_name`` and never reaches the store.
 
 
 def test_a_trailing_newline_is_not_cut_off_the_name(http: httpx.Client) -> None:

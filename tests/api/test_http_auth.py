@@ -1,4 +1,4 @@
-"""Bearer tokens and roles (API.md, Auth) against a server configured with three tokens."""
+"""Bearer tokens and roles (docs/api.md, Auth) against a server configured with three tokens."""
 
 from __future__ import annotations
 

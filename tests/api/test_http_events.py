@@ -1,4 +1,4 @@
-"""``:appendEvents`` and ``:readEvents`` over HTTP (API.md, Event framing)."""
+"""``:appendEvents`` and ``:readEvents`` over HTTP (docs/api.md, Event framing)."""
 
 from __future__ import annotations
 

@@ -104,49 +104,12 @@ def test_an_offline_container_is_503_with_retry_after(
     assert error["code"] == "container_unavailable"
     assert [c["id"] for c in error["containers"]] == [offline_container]
     assert _containers(http)[offline_container]["status"] == "offline"
-    # "myScope/myStream/3" lives in container 1 of 4 (DESIGN.md's check vectors).
+    # "myScope/myStream/3" lives in container 1 of 4 (Pravega's mapping, test_mapping.py).
     r = http.put("/v1/segments/myScope/myStream/3")
     assert r.status_code == 503
     assert r.json()["error"]["code"] == "container_unavailable"
     assert int(r.headers["Retry-After"]) >= 1
     assert http.get("/v1/segments").status_code == 503
-
-
-def _samples(text: str) -> dict[str, float]:
-    samples = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            samples[key] = float(value)
-    return samples
-
-
-def test_metrics(http: httpx.Client, segment: str) -> None:
-    before = _samples(http.get("/metrics").text)
-    http.post(f"/v1/segments/{segment}:append", content=b"x" * 100)
-    http.get(f"/v1/segments/{segment}:read", params={"offset": 0})
-    r = http.get("/metrics")
-    assert r.status_code == 200
-    assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-    after = _samples(r.text)
-    assert (
-        after["segmentstore_append_bytes_total"] - before["segmentstore_append_bytes_total"] == 100
-    )
-    route = 'method="POST",route="/v1/segments/{name}:append",status="200"'
-    assert after[f"segmentstore_http_requests_total{{{route}}}"] >= 1
-    assert after[f'segmentstore_http_request_duration_seconds_bucket{{{route},le="+Inf"}}'] >= 1
-    assert f"segmentstore_http_request_duration_seconds_sum{{{route}}}" in after
-    for c in range(4):
-        assert after[f'segmentstore_container_status{{container="{c}",status="running"}}'] == 1
-        for name in (
-            "epoch", "segments", "tier1_bytes", "tier2_lag_bytes", "last_sequence",
-            "retention_lag_ms", "retention_truncated_bytes",
-        ):  # fmt: skip
-            assert f'segmentstore_container_{name}{{container="{c}"}}' in after
-    for name in ("used_bytes", "max_bytes", "evictions_total"):
-        assert f"segmentstore_cache_{name}" in after
-    # Raw names never become labels: one series per route template.
-    assert segment not in r.text
 
 
 def test_openapi_describes_binary_bodies(http: httpx.Client) -> None:
@@ -156,7 +119,8 @@ def test_openapi_describes_binary_bodies(http: httpx.Client) -> None:
     for action in ("append", "appendEvents"):
         body = paths[f"/v1/segments/{{name}}:{action}"]["post"]["requestBody"]
         assert body["required"] is True
-        assert body["content"]["application/octet-stream"]["schema"] == binary
+        schema = body["content"]["application/octet-stream"]["schema"]
+        assert binary.items() <= schema.items()  # the framed body also says its framing
     for action in ("read", "readEvents"):
         answers = paths[f"/v1/segments/{{name}}:{action}"]["get"]["responses"]
         assert answers["200"]["content"]["application/octet-stream"]["schema"] == binary

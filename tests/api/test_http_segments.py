@@ -1,4 +1,4 @@
-"""Segments as resources over HTTP: create, info, delete, list (API.md, Routes and Info)."""
+"""Segments as resources over HTTP: create, info, delete, list (docs/api.md, Routes and Info)."""
 
 from __future__ import annotations
 

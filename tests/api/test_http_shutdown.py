@@ -1,5 +1,5 @@
 """SIGTERM stops a real ``api.server.serve`` process gracefully, well within 30 s, with the
-store closed (API.md, Details), even while a tail read is waiting for 60 s."""
+store closed (docs/api.md, Details), even while a tail read is waiting for 60 s."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from readiness import wait_ready
 
 from segmentstore import SegmentStore
 
@@ -47,15 +48,7 @@ def _server_process(data_dir: Path) -> Iterator[tuple[subprocess.Popen[str], str
         try:
             assert process.stdout is not None
             url = f"http://127.0.0.1:{int(process.stdout.readline())}"
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "the server did not come up"
-                time.sleep(0.05)
+            wait_ready(url)
             yield process, url
         finally:
             if process.poll() is None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from readiness import wait_ready
 
 from segmentstore import SegmentStore
 from segmentstore.api.server import server_config, serving_app
@@ -58,6 +59,7 @@ def start_server(data_dir: Path, tokens: Mapping[str, str] | None = None) -> Liv
         assert thread.is_alive(), "the server failed to start"
         assert time.monotonic() < deadline, "the server did not start in 30 s"
         time.sleep(0.01)
+    wait_ready(f"http://127.0.0.1:{port}")  # the port answers before the containers recover
     return LiveServer(f"http://127.0.0.1:{port}", port, server, thread, store)
 
 

@@ -1,4 +1,4 @@
-"""Every route of API.md through the blocking client, against a real server."""
+"""Every route of docs/api.md through the blocking client, against a real server."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from segmentstore.containers.mapping import (
     murmur3_x64_128,
 )
 
-# DESIGN.md "Segment containers": name -> container for 4 / 16 / 100 containers.
+# Pravega's own answers: name -> container for 4 / 16 / 100 containers.
 PRAVEGA_VECTORS = [
     ("scope/stream/0", (3, 3, 65)),
     ("scope/stream/1", (3, 15, 73)),

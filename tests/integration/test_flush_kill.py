@@ -153,7 +153,7 @@ async def _recover(
     each segment's bytes as the store serves them and as Tier 2 holds them.
 
     Right after the open, a segment's storage length must not be below what Tier 2 already
-    held (API.md: it never decreases), and its bytes there must be readable; ``regressions``
+    held (docs/api.md: it never decreases), and its bytes there must be readable; ``regressions``
     collects each case where not."""
     served: dict[str, bytes] = {}
     async with SegmentStore.open(data_dir, **STORE_OPTIONS) as store:

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from readiness import wait_ready
 
 from segmentstore import SegmentStore
 from segmentstore.api.server import server_config, serving_app
@@ -112,6 +113,7 @@ def serve_store(data: Path, **options: Any) -> Iterator[LiveServer]:
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
         time.sleep(0.01)
+    wait_ready(f"http://127.0.0.1:{port}")  # the port answers before the containers recover
     running = LiveServer(f"http://127.0.0.1:{port}", store.settings.tier2_uri(), server, thread)
     try:
         yield running

@@ -1,6 +1,6 @@
 """The sparse time index, ``:offsetAt`` and retention, on a real store with a local Tier 2.
 
-``offset_at`` is held to API.md's guarantee against a record of when each append was sent
+``offset_at`` is held to docs/api.md's guarantee against a record of when each append was sent
 and acknowledged: appends are written in phases separated by quiet gaps, and each question is
 asked for a time ``T`` inside a gap, so every append is plainly made before ``T`` (acknowledged
 before it) or at or after it (sent after it). The answer ``O`` must be at or below every append
@@ -88,7 +88,7 @@ async def write_phases(
 
 
 def check_guarantee(answer: int, at_ms: int, acks: list[Ack], start_offset: int = 0) -> None:
-    """API.md's promise for ``:offsetAt``: ``answer`` at or below every append made at or after
+    """docs/api.md's promise for ``:offsetAt``: ``answer`` at or below every append made at or after
     ``at_ms``, with at most one interval of earlier appends between it and the first of them."""
     made_after = [a for a in acks if a.sent_ms >= at_ms]
     made_before = [a for a in acks if a.acked_ms < at_ms]

@@ -1,4 +1,4 @@
-"""The embedded API of API.md: what each call does, and each error it can raise."""
+"""The embedded API of docs/api.md: what each call does, and each error it can raise."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A Hypothesis state machine: a real ``SegmentStore`` against a model of what API.md promises.
+"""A Hypothesis state machine: a real ``SegmentStore`` against a model of what docs/api.md promises.
 
 The model is a ``dict[name, bytearray]`` of live segments (their bytes from offset 0, even where
 truncated), the set of sealed names, each segment's start offset, attributes and exactly-once
@@ -110,7 +110,7 @@ class SegmentStoreMachine(StoreMachineBase):
             return
         sealed, wrong = name in self.sealed, expected != length
         if sealed or wrong:
-            # When both apply either refusal is right: API.md does not order them.
+            # When both apply either refusal is right: docs/api.md does not order them.
             allowed: tuple[type[Exception], ...] = (SegmentSealedError,) * sealed
             allowed += (BadOffsetError,) * wrong
             with pytest.raises(allowed) as refused:
@@ -208,7 +208,7 @@ class SegmentStoreMachine(StoreMachineBase):
         too_long = len(parent) + len("#transaction.") + 32 > 255
         if parent in self.sealed or too_long:
             # A transaction of a sealed segment could never be committed; one whose name would
-            # be too long is a 400 (API.md is silent on it). Either way nothing is created.
+            # be too long is a 400 (docs/api.md is silent on it). Either way nothing is created.
             allowed: tuple[type[Exception], ...] = (SegmentSealedError,) * (parent in self.sealed)
             allowed += (InvalidNameError, InvalidArgumentError) * too_long
             with pytest.raises(allowed):
@@ -282,7 +282,7 @@ class SegmentStoreMachine(StoreMachineBase):
         try:
             answered = self.run(self.s.update_attributes(name, updates))
         except SegmentSealedError:
-            # API.md does not say whether a sealed segment's attributes can change; Pravega
+            # docs/api.md does not say whether a sealed segment's attributes can change; Pravega
             # refuses. Either is accepted, but a refusal must change nothing.
             assert name in self.sealed
             return

@@ -15,19 +15,24 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
-_RUNNING_ON = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+_RUNNING_ON = re.compile(r"Uvicorn running on (https?)://127\.0\.0\.1:(\d+)")
 
 
 class ServedStore:
     """One ``segmentstore serve`` process over ``data_dir``; ``settings`` become
-    ``SEGMENTSTORE_<SECTION>__<KEY>`` variables."""
+    ``SEGMENTSTORE_<SECTION>__<KEY>`` variables and ``args`` more flags of ``serve``."""
 
     def __init__(
-        self, data_dir: Path, log_path: Path, settings: dict[str, str] | None = None
+        self,
+        data_dir: Path,
+        log_path: Path,
+        settings: dict[str, str] | None = None,
+        args: list[str] | None = None,
     ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENTSTORE_")}
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
@@ -46,6 +51,7 @@ class ServedStore:
                 "127.0.0.1",
                 "--port",
                 "0",
+                *(args or []),
             ],
             cwd=REPO,
             env=env,
@@ -54,6 +60,7 @@ class ServedStore:
             stderr=subprocess.PIPE,
         )
         self.port: int | None = None
+        self.scheme = "http"
         self._port_known = threading.Event()
         self._reader = threading.Thread(target=self._read_log, name="serve-log", daemon=True)
         self._reader.start()
@@ -67,7 +74,8 @@ class ServedStore:
                 if self.port is None:
                     found = _RUNNING_ON.search(line.decode("utf-8", "replace"))
                     if found:
-                        self.port = int(found.group(1))
+                        self.scheme = found.group(1)
+                        self.port = int(found.group(2))
                         self._port_known.set()
         finally:
             self._log.close()
@@ -76,17 +84,18 @@ class ServedStore:
     @property
     def url(self) -> str:
         assert self.port is not None, "the server has not started"
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
 
-    def wait_ready(self, timeout_s: float) -> None:
-        """Until ``/readyz`` answers 200 (every container recovered)."""
+    def wait_ready(self, timeout_s: float, **client_options: Any) -> None:
+        """Until ``/readyz`` answers 200 (every container recovered); ``client_options`` go
+        to the httpx client that asks (``verify=`` for HTTPS)."""
         deadline = time.monotonic() + timeout_s
         if not self._port_known.wait(timeout_s) or self.port is None:
             raise RuntimeError(f"the server did not start (exit {self.proc.poll()}):\n{self.log()}")
-        with httpx.Client(base_url=self.url, timeout=5) as http:
+        with httpx.Client(base_url=self.url, timeout=5, **client_options) as http:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise RuntimeError(

@@ -127,7 +127,7 @@ async def later(ticks: int, call: Any) -> Any:
 def resolve_attribute_updates(
     current: dict[str, int], updates: list[dict[str, Any]]
 ) -> tuple[dict[str, int] | None, str | None]:
-    """The attributes after ``updates`` (API.md, "Details"), or None and the first failing key.
+    """The attributes after ``updates`` (docs/api.md, "Details"), or None and the first failing key.
 
     Updates of one request see the values of the earlier ones; all apply or none does.
     """
@@ -194,7 +194,7 @@ class StoreMachineBase(RuleBasedStateMachine):
         self.store = store
         epochs = [c.epoch for c in store.containers]
         if self.epochs:
-            # Each recovery takes the log over with a higher epoch (API.md, :restart).
+            # Each recovery takes the log over with a higher epoch (docs/api.md, :restart).
             assert all(new > old for new, old in zip(epochs, self.epochs, strict=True)), (
                 self.epochs,
                 epochs,
@@ -256,7 +256,7 @@ class StoreMachineBase(RuleBasedStateMachine):
     ) -> None:
         """Check appends that ran concurrently and apply the acknowledged ones to the model.
 
-        API.md does not order concurrent requests, so the returned offsets say in which order
+        docs/api.md does not order concurrent requests, so the returned offsets say in which order
         each segment's appends were applied: they must tile the segment from its old length.
         """
         per_segment: dict[str, list[tuple[bytes, AppendResult | BaseException]]] = defaultdict(list)
@@ -370,6 +370,6 @@ class StoreMachineBase(RuleBasedStateMachine):
             assert ended.value.fields() == {"length": length}
         else:
             assert len(self.run(store.read(name, length, wait_ms=0))) == 0
-        # Past the end is an error; which of the two 416 codes, API.md does not pin down.
+        # Past the end is an error; which of the two 416 codes, docs/api.md does not pin down.
         with pytest.raises((OffsetBeyondEndError, EndOfSegmentError)):
             self.run(store.read(name, length + 1))

@@ -1,0 +1,77 @@
+"""The store's figures for ``/metrics``, read when Prometheus scrapes and at no other time.
+
+Per container: its status (one series per status, ``1`` for the current one), epoch, segments,
+Tier 1 bytes, bytes not yet in Tier 2, last operation sequence and retention figures; for the
+cache: bytes in use, capacity and evictions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from segmentstore.api.schemas import PUBLIC_STATUSES, public_status
+from segmentstore.containers.container import SegmentContainer
+from segmentstore.store import SegmentStore
+
+# name (after segmentstore_container_), help, value
+_GAUGES: tuple[tuple[str, str, Callable[[SegmentContainer], float]], ...] = (
+    ("epoch", "the container's epoch", lambda c: c.epoch),
+    ("segments", "segments held", lambda c: c.segment_count),
+    ("tier1_bytes", "bytes in Tier 1", lambda c: c.tier1_bytes),
+    ("tier2_lag_bytes", "bytes not yet in Tier 2", lambda c: c.tier2_lag_bytes),
+    ("last_sequence", "the last operation's sequence number", lambda c: c.last_sequence),
+    (
+        "retention_lag_seconds",
+        "how long ago the oldest stored append should have expired (time retention)",
+        lambda c: c.retention_lag_ms / 1000,
+    ),
+)
+
+
+class StoreCollector(Collector):
+    def __init__(self, store: SegmentStore) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        containers = list(self.store.containers)
+        status = GaugeMetricFamily(
+            "segmentstore_container_status",
+            "1 for the container's status (running, recovering, offline), 0 for the others",
+            labels=["container", "status"],
+        )
+        for c in containers:
+            now = public_status(c)
+            for name in PUBLIC_STATUSES:
+                status.add_metric([str(c.id), name], int(name == now))
+        yield status
+        for suffix, help_text, value in _GAUGES:
+            gauge = GaugeMetricFamily(
+                f"segmentstore_container_{suffix}", help_text, labels=["container"]
+            )
+            for c in containers:
+                gauge.add_metric([str(c.id)], value(c))
+            yield gauge
+        truncated = CounterMetricFamily(
+            "segmentstore_container_retention_truncated_bytes",
+            "bytes truncated by retention policies",
+            labels=["container"],
+        )
+        for c in containers:
+            truncated.add_metric([str(c.id)], c.retention_truncated_bytes)
+        yield truncated
+        yield from self._cache()
+
+    def _cache(self) -> Iterator[Metric]:
+        if not hasattr(self.store, "cache_manager"):
+            return  # not started yet
+        stats = self.store.cache_manager.stats
+        yield GaugeMetricFamily(
+            "segmentstore_cache_used_bytes", "cache bytes in use", stats.used_bytes
+        )
+        yield GaugeMetricFamily("segmentstore_cache_max_bytes", "cache capacity", stats.max_bytes)
+        yield CounterMetricFamily(
+            "segmentstore_cache_evictions", "cache evictions", stats.evictions
+        )

@@ -1,0 +1,55 @@
+"""One log format for the whole process: the service's own records and uvicorn's alike.
+
+``text`` is one line per record for people (``time level logger: message``); ``json`` is one
+JSON object per line for log pipelines, with ``time`` (UTC, ISO 8601), ``level``, ``logger``,
+``message`` and, for an error with a traceback, ``exception``. uvicorn is then run without
+handlers of its own (``uvicorn_logging=False``), so its records reach the same root handler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Literal
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+class _Installed:
+    handler: logging.Handler | None = None
+
+
+def configure_logging(level: str = "info", log_format: Literal["text", "json"] = "text") -> None:
+    """Send every record at ``level`` or above to standard error in ``log_format``.
+
+    Called again, it replaces its own handler (and no other: a host's, e.g. a test runner's
+    capture, stays).
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    formatter = JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    if _Installed.handler is not None:
+        root.removeHandler(_Installed.handler)
+    _Installed.handler = handler
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True

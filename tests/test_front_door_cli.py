@@ -1,0 +1,174 @@
+"""The command line's front door: ``--version``, secrets masked in ``--print-config`` and in
+settings errors, the log formats, and HTTPS served from a certificate in the settings."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import logging
+import ssl
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from served_store import ServedStore
+
+from segmentstore.cli import main
+from segmentstore.cli.logs import JsonFormatter
+from segmentstore.client import RetryPolicy, SegmentStoreClient
+from segmentstore.version import VERSION
+
+TOKEN = "tok-3f9a1c77e2"
+S3_SECRET = "sk-b8d40e1a55"
+NATS_PASSWORD = "pw-77c1e0d9"
+SECRETS_ENV = {
+    "SEGMENTSTORE_AUTH__TOKENS": json.dumps({TOKEN: "admin", "tok-reader-0042": "read"}),
+    "SEGMENTSTORE_TIER2__OPTIONS": json.dumps(
+        {"endpoint_url": "http://127.0.0.1:1", "access_key": "ak", "secret_key": S3_SECRET}
+    ),
+    "SEGMENTSTORE_TIER1__JETSTREAM__PASSWORD": NATS_PASSWORD,
+}
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out.strip() == f"segmentstore {VERSION}"
+    assert VERSION and VERSION[0].isdigit()
+
+
+def test_print_config_masks_tokens_and_keys(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in SECRETS_ENV.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve", "--print-config", "--log-format", "json"]) == 0
+    out = capsys.readouterr().out
+    for secret in (TOKEN, "tok-reader-0042", S3_SECRET, NATS_PASSWORD):
+        assert secret not in out
+    printed = json.loads(out)
+    assert sorted(printed["auth"]["tokens"].values()) == ["admin", "read"]  # two, both masked
+    assert printed["tier2"]["options"]["secret_key"] == "**********"
+    assert printed["tier2"]["options"]["access_key"] == "ak"
+    assert printed["tier1"]["jetstream"]["password"] == "**********"
+    assert printed["log"] == {"level": "info", "format": "json"}
+
+
+def test_a_settings_error_never_shows_a_token(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SEGMENTSTORE_AUTH__TOKENS", json.dumps({TOKEN: "root"}))
+    assert main(["serve", "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert "auth.tokens" in err and "'read', 'write' or 'admin'" in err
+    assert TOKEN not in err
+
+
+def test_json_log_lines_are_one_object_each() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord(
+            "x.y", logging.ERROR, __file__, 1, "a %s", ("b",), sys.exc_info()
+        )
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    entry = json.loads(line)
+    assert (entry["level"], entry["logger"], entry["message"]) == ("error", "x.y", "a b")
+    assert "ValueError: boom" in entry["exception"]
+    assert entry["time"].endswith("+00:00")
+
+
+def _certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1 that it signed."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "segmentstore test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), True
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    server = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_file, cert_file, key_file = (directory / n for n in ("ca.pem", "cert.pem", "key.pem"))
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_file.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    key_file.chmod(0o600)
+    return ca_file, cert_file, key_file
+
+
+@pytest.mark.integration
+def test_the_client_talks_https_to_the_server(tmp_path: Path) -> None:
+    ca_file, cert_file, key_file = _certificates(tmp_path)
+    served = ServedStore(
+        tmp_path / "data",
+        tmp_path / "serve.log",
+        settings={"SEGMENTSTORE_API__TLS_KEY_FILE": str(key_file)},
+        args=["--tls-cert-file", str(cert_file), "--log-format", "json"],
+    )
+    try:
+        served.wait_ready(60, verify=ssl.create_default_context(cafile=str(ca_file)))
+        assert served.url.startswith("https://")
+        with SegmentStoreClient(served.url, verify=str(ca_file)) as client:
+            client.create_segment("tls/segment")
+            assert client.append("tls/segment", b"over tls").offset == 0
+            assert bytes(client.read("tls/segment", 0).data) == b"over tls"
+        # Without the CA the server is a stranger: the certificate check fails.
+        fast = RetryPolicy(max_attempts=1)
+        with (
+            SegmentStoreClient(served.url, verify=True, retry=fast) as stranger,
+            pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"),
+        ):
+            stranger.get_info("tls/segment")
+        # Plain HTTP to the HTTPS port is not served.
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{served.port}/healthz", timeout=10)
+    finally:
+        served.stop()
+    # The service's log, uvicorn's lines included, is one JSON object a line.
+    lines = [line for line in served.log().splitlines() if line.strip()]
+    entries = [json.loads(line) for line in lines[1:]]  # the first may be cut by log()'s tail
+    assert any(e["logger"].startswith("uvicorn") for e in entries)
+    assert any(e["logger"].startswith("segmentstore") for e in entries)
