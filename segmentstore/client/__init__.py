@@ -22,6 +22,8 @@ package does load the embedded store's code, about 0.2 s, but none of its backen
 """
 
 from segmentstore.client.async_client import AsyncSegmentStoreClient
+from segmentstore.client.event_reader import EventReader
+from segmentstore.client.event_writer import EventWriter, UnknownOffsetError, WriterClosedError
 from segmentstore.client.results import (
     ContainerState,
     EventsReadResult,
@@ -34,9 +36,13 @@ from segmentstore.client.sync_client import SegmentStoreClient
 __all__ = [
     "AsyncSegmentStoreClient",
     "ContainerState",
+    "EventReader",
+    "EventWriter",
     "EventsReadResult",
     "ReadResult",
     "RetryPolicy",
     "SegmentPage",
     "SegmentStoreClient",
+    "UnknownOffsetError",
+    "WriterClosedError",
 ]

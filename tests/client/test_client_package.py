@@ -15,11 +15,15 @@ def test_public_names() -> None:
     assert segmentstore.client.__all__ == [
         "AsyncSegmentStoreClient",
         "ContainerState",
+        "EventReader",
+        "EventWriter",
         "EventsReadResult",
         "ReadResult",
         "RetryPolicy",
         "SegmentPage",
         "SegmentStoreClient",
+        "UnknownOffsetError",
+        "WriterClosedError",
     ]
 
 
