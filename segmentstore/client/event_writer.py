@@ -43,9 +43,10 @@ import asyncio
 import time
 import uuid
 from collections import deque
+from collections.abc import Generator
 from struct import Struct
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -80,6 +81,28 @@ class _BatchFuture(asyncio.Future[int]):
 
     def cancel(self, msg: object = None) -> bool:
         return False
+
+
+class EventAck:
+    """The pending answer of one record given to :meth:`EventWriter.send`: ``await`` it for
+    the record's offset (or its batch's error)."""
+
+    __slots__ = ("_future", "_position")
+
+    def __init__(self, future: asyncio.Future[int], position: int) -> None:
+        self._future = future
+        self._position = position
+
+    def __await__(self) -> Generator[Any, None, int]:
+        offset = yield from self._future.__await__()
+        return offset + self._position
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def offset(self) -> int:
+        """The offset of a record whose batch is answered (raises the batch's error)."""
+        return self._future.result() + self._position
 
 
 class _Batch:
@@ -142,6 +165,7 @@ class EventWriter:
         self._buffered = 0
         self._room = asyncio.Event()
         self._closed = False
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         # Above anything an earlier life of the same writer id can have sent (see above).
         self._next_seq = time.time_ns() // 1000
 
@@ -168,14 +192,33 @@ class EventWriter:
         ``httpx.TransportError`` if the store could not be reached within
         ``delivery_timeout_s``, or :class:`WriterClosedError` after :meth:`close`.
         """
-        if self._closed:
-            raise WriterClosedError("the event writer is closed")
-        size = _HEADER_BYTES + len(payload)
-        while self._buffered and self._buffered + size > self._max_buffered:
-            self._room.clear()
-            await self._room.wait()
+        if self._closed or self._buffered + len(payload) + _HEADER_BYTES > self._max_buffered:
+            await self._wait_for_room(len(payload) + _HEADER_BYTES)
+        future, position = self._enqueue(segment, payload)
+        return await future + position
+
+    async def send(self, segment: str, payload: bytes) -> EventAck:
+        """Like :meth:`write`, but returns once the record is buffered (waiting only for room,
+        the back-pressure): await the :class:`EventAck` for its offset. One producer can so
+        keep many records in flight without a task per record, as with Kafka's ``send``."""
+        if self._closed or self._buffered + len(payload) + _HEADER_BYTES > self._max_buffered:
+            await self._wait_for_room(len(payload) + _HEADER_BYTES)
+        return EventAck(*self._enqueue(segment, payload))
+
+    async def _wait_for_room(self, size: int) -> None:
+        while True:
             if self._closed:
                 raise WriterClosedError("the event writer is closed")
+            # A record larger than the whole bound still goes when nothing else is held.
+            if not self._buffered or self._buffered + size <= self._max_buffered:
+                return
+            self._room.clear()
+            await self._room.wait()
+
+    def _enqueue(self, segment: str, payload: bytes) -> tuple[_BatchFuture, int]:
+        """Adds the record to its lane's open batch: the batch's answer and where in the batch
+        the record starts."""
+        size = _HEADER_BYTES + len(payload)
         lane = self._lanes.get(segment)
         if lane is None:
             lane = self._lanes[segment] = _Lane(segment)
@@ -183,7 +226,7 @@ class EventWriter:
         if batch is None or (batch.size + size > self._batch_bytes and batch.count):
             if batch is not None:
                 self._seal(lane)
-            batch = lane.open = _Batch(asyncio.get_running_loop())
+            batch = lane.open = _Batch(self._loop())
         position = batch.size
         batch.parts += (_HEADER.pack(0, len(payload)), payload)
         batch.size += size
@@ -192,8 +235,14 @@ class EventWriter:
         if batch.size >= self._batch_bytes:
             self._seal(lane)
         elif lane.sender is None and lane.timer is None:
-            lane.timer = asyncio.get_running_loop().call_later(self._linger_s, self._lingered, lane)
-        return await batch.future + position
+            lane.timer = self._loop().call_later(self._linger_s, self._lingered, lane)
+        return batch.future, position
+
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._event_loop
+        if loop is None:
+            loop = self._event_loop = asyncio.get_running_loop()
+        return loop
 
     async def flush(self) -> None:
         """Sends every open batch now and waits until every record written so far has its
@@ -233,7 +282,7 @@ class EventWriter:
             lane.timer.cancel()
             lane.timer = None
         if lane.sender is None:
-            lane.sender = asyncio.get_running_loop().create_task(
+            lane.sender = self._loop().create_task(
                 self._send_lane(lane), name=f"event-writer:{lane.segment}"
             )
             lane.sender.add_done_callback(lambda task: self._sender_done(lane, task))
