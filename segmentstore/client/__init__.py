@@ -22,8 +22,14 @@ package does load the embedded store's code, about 0.2 s, but none of its backen
 """
 
 from segmentstore.client.async_client import AsyncSegmentStoreClient
+from segmentstore.client.blocking_event_writer import BlockingEventWriter
 from segmentstore.client.event_reader import EventReader
-from segmentstore.client.event_writer import EventWriter, UnknownOffsetError, WriterClosedError
+from segmentstore.client.event_writer import (
+    EventAck,
+    EventWriter,
+    UnknownOffsetError,
+    WriterClosedError,
+)
 from segmentstore.client.results import (
     ContainerState,
     EventsReadResult,
@@ -35,7 +41,9 @@ from segmentstore.client.sync_client import SegmentStoreClient
 
 __all__ = [
     "AsyncSegmentStoreClient",
+    "BlockingEventWriter",
     "ContainerState",
+    "EventAck",
     "EventReader",
     "EventWriter",
     "EventsReadResult",

@@ -43,7 +43,7 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from struct import Struct
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -103,6 +103,10 @@ class EventAck:
     def offset(self) -> int:
         """The offset of a record whose batch is answered (raises the batch's error)."""
         return self._future.result() + self._position
+
+    def add_done_callback(self, callback: Callable[[EventAck], None]) -> None:
+        """Calls ``callback(self)`` on the writer's loop once the batch is answered."""
+        self._future.add_done_callback(lambda _: callback(self))
 
 
 class _Batch:
@@ -251,10 +255,10 @@ class EventWriter:
         for lane in self._lanes.values():
             if lane.open is not None:
                 self._seal(lane)
+            # The head of ``waiting`` is the batch on the wire; it stays there until answered.
             pending += (batch.future for batch in lane.waiting)
-        running = [lane.sender for lane in self._lanes.values() if lane.sender is not None]
-        if pending or running:
-            await asyncio.wait([*pending, *running])
+        if pending:
+            await asyncio.wait(pending)
 
     async def close(self) -> None:
         """Flushes, then refuses further writes. Idempotent."""

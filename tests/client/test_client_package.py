@@ -14,7 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 def test_public_names() -> None:
     assert segmentstore.client.__all__ == [
         "AsyncSegmentStoreClient",
+        "BlockingEventWriter",
         "ContainerState",
+        "EventAck",
         "EventReader",
         "EventWriter",
         "EventsReadResult",

@@ -12,9 +12,11 @@ import pytest
 import segmentstore.errors as e
 from segmentstore.client import (
     AsyncSegmentStoreClient,
+    BlockingEventWriter,
     EventReader,
     EventWriter,
     RetryPolicy,
+    SegmentStoreClient,
     WriterClosedError,
 )
 
@@ -157,3 +159,22 @@ async def test_the_reader_follows_the_tail_and_stops_at_the_end_of_a_sealed_segm
         resumed = EventReader(client, segment, offset=offsets[15], wait_ms=0)
         assert [o async for o, _ in resumed] == offsets[15:]
         assert reader.offset == (await client.get_info(segment)).length
+
+
+def test_the_blocking_writer_writes_and_sends_with_correct_offsets(live: LiveServer) -> None:
+    segment, sealed = _segments(2)
+    with SegmentStoreClient(live.url) as direct:
+        direct.create_segment(segment)
+        direct.create_segment(sealed)
+        direct.seal(sealed)
+        with BlockingEventWriter(live.url, linger_ms=1) as writer:
+            first = writer.write(segment, b"first")
+            pending = [writer.send(segment, b"e%03d" % i) for i in range(200)]
+            offsets = [future.result(timeout=30) for future in pending]
+            refused = writer.send(sealed, b"no")
+            with pytest.raises(e.SegmentSealedError):
+                refused.result(timeout=30)
+        assert first == 0
+        assert offsets == [13 + i * 12 for i in range(200)]
+        events = direct.read_events(segment, 0).events()
+        assert events == [b"first", *(b"e%03d" % i for i in range(200))]
