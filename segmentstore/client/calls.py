@@ -5,6 +5,7 @@ calls, so the sync and async clients cannot drift apart on paths, headers or ret
 
 from __future__ import annotations
 
+import functools
 import json as jsonlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ class Call(Generic[T]):
     context: Mapping[str, Any] = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=4096)  # a producer sends to the same few names again and again
 def segment_path(name: str, action: str | None = None) -> str:
     """``/v1/segments/NAME[:action]`` with the name percent-encoded (``#`` as ``%23``).
 
