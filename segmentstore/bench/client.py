@@ -28,7 +28,7 @@ import shutil
 import tempfile
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,26 +55,57 @@ async def _create(url: str, names: list[str]) -> None:
             await client.create_segment(name)
 
 
-async def _client_appends(url: str, seconds: float, httpx_pool: bool) -> float:
-    """Appends/s of ``APPEND_TASKS`` tasks each appending 1 KiB in a loop."""
-    transport = httpx.AsyncHTTPTransport() if httpx_pool else None
+class _BareAiohttp:
+    """A bare aiohttp session posting the same requests: the transport's own floor."""
+
+    def __init__(self, url: str) -> None:
+        import aiohttp
+
+        self._url = url
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100))
+
+    async def append(self, segment: str, body: bytes) -> None:
+        async with self._session.post(
+            f"{self._url}/v1/segments/{segment}:append",
+            data=body,
+            headers={"Content-Type": "application/octet-stream"},
+        ) as response:
+            await response.read()
+            response.raise_for_status()
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
+async def _appends(url: str, seconds: float, how: str) -> dict[str, float]:
+    """Appends/s of ``APPEND_TASKS`` tasks each appending 1 KiB in a loop, and this process's
+    CPU per append; ``how``: ``client`` (aiohttp), ``httpx`` (httpx's asyncio pool under
+    the same client) or ``aiohttp`` (a bare session, no client around it)."""
+    transport = httpx.AsyncHTTPTransport() if how == "httpx" else None
     body = os.urandom(KiB)
     segments = _append_segments()
     done = 0
     async with AsyncSegmentStoreClient(url, transport=transport) as client:
+        bare = _BareAiohttp(url) if how == "aiohttp" else None
+        append: Callable[[str, bytes], Awaitable[Any]] = bare.append if bare else client.append
 
         async def task(index: int, until: float, count: bool) -> None:
             nonlocal done
             segment = segments[index % len(segments)]
             while time.perf_counter() < until:
-                await client.append(segment, body)
+                await append(segment, body)
                 done += count
 
-        warm = time.perf_counter() + min(1.0, seconds / 4)
-        await asyncio.gather(*(task(i, warm, False) for i in range(APPEND_TASKS)))
-        begun = time.perf_counter()
-        await asyncio.gather(*(task(i, begun + seconds, True) for i in range(APPEND_TASKS)))
-        return done / (time.perf_counter() - begun)
+        try:
+            warm = time.perf_counter() + min(1.0, seconds / 4)
+            await asyncio.gather(*(task(i, warm, False) for i in range(APPEND_TASKS)))
+            cpu, begun = time.process_time(), time.perf_counter()
+            await asyncio.gather(*(task(i, begun + seconds, True) for i in range(APPEND_TASKS)))
+            elapsed, cpu = time.perf_counter() - begun, time.process_time() - cpu
+        finally:
+            if bare is not None:
+                await bare.aclose()
+    return {"per_s": done / elapsed, "client_cpu_us_per_record": cpu / max(1, done) * 1e6}
 
 
 async def _writer_records(url: str, payload_bytes: int, seconds: float) -> dict[str, float]:
@@ -209,10 +240,14 @@ def run(
         rows.append(
             row(f"{loadgen} append 1 KiB x{APPEND_TASKS}", wrk_per_s, wrk_per_s * KiB / 1e6)
         )
-        for label, httpx_pool in (("client append", False), ("httpx append", True)):
-            step(f"{label}: 1 KiB, {APPEND_TASKS} tasks")
-            per_s = run_loop(_client_appends(url, seconds, httpx_pool), loop)
-            rows.append(row(f"{label} 1 KiB x{APPEND_TASKS}", per_s, per_s * KiB / 1e6))
+        for how in ("client", "aiohttp", "httpx"):
+            label = {"client": "client", "aiohttp": "bare aiohttp", "httpx": "client on httpx"}[how]
+            step(f"{label}: 1 KiB appends, {APPEND_TASKS} tasks")
+            figures = run_loop(_appends(url, seconds, how), loop)
+            per_s = figures.pop("per_s")
+            rows.append(
+                row(f"{label} append 1 KiB x{APPEND_TASKS}", per_s, per_s * KiB / 1e6, **figures)
+            )
             wait_quiet(url)
         for size in (KiB, 100):
             step(f"EventWriter: {size} B records, {PRODUCERS} producers")
@@ -246,7 +281,7 @@ def _print(rows: list[dict[str, Any]], latency: dict[str, float]) -> None:
             ("vs_baseline", "vs baseline", ".2f"),
         ],
     )
-    writers = [r for r in rows if "client_cpu_us_per_record" in r]
+    writers = [r for r in rows if "enqueue_us_per_record" in r]
     print()
     print_table(
         writers,

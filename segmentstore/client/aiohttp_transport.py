@@ -72,7 +72,11 @@ class AiohttpTransport:
             ssl=self._ssl,
         )
         self._session = aiohttp.ClientSession(
-            headers=self._headers, connector=connector, skip_auto_headers=("User-Agent",)
+            headers=self._headers,
+            connector=connector,
+            skip_auto_headers=("User-Agent",),
+            # The store sets no cookies; the jar would still be consulted on every request.
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
         return self._session
 

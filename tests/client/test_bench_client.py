@@ -40,7 +40,8 @@ def test_client_bench_reports_ratios_to_the_baseline(tmp_path: Path) -> None:
     assert baseline["vs_baseline"] == 1.0 and baseline["per_s"] > 0
     for case in (
         "client append 1 KiB x64",
-        "httpx append 1 KiB x64",
+        "bare aiohttp append 1 KiB x64",
+        "client on httpx append 1 KiB x64",
         "EventWriter 1024 B x256",
         "EventWriter 100 B x256",
     ):
