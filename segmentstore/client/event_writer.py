@@ -292,12 +292,15 @@ class EventWriter:
             lane.sender.add_done_callback(lambda task: self._sender_done(lane, task))
 
     def _sender_done(self, lane: _Lane, task: asyncio.Task[None]) -> None:
-        # A sender settles every batch itself; only a cancelled one (the loop is closing)
-        # leaves batches behind, and their records fail rather than wait forever.
+        # A sender settles every batch itself; one that was cancelled (the loop is closing)
+        # or died leaves batches behind, and their records fail rather than wait forever.
+        failure: BaseException | None = None
         if task.cancelled():
             failure = WriterClosedError("the event writer's sender was cancelled")
-            while lane.waiting:
-                self._settle(lane.waiting.popleft(), failure)
+        elif task.exception() is not None:
+            failure = task.exception()
+        while failure is not None and lane.waiting:
+            self._settle(lane.waiting.popleft(), failure)
 
     async def _send_lane(self, lane: _Lane) -> None:
         try:
@@ -305,7 +308,7 @@ class EventWriter:
                 batch = lane.waiting[0]
                 try:
                     offset: int | BaseException = await self._deliver(lane.segment, batch)
-                except (SegmentStoreError, httpx.TransportError) as error:
+                except Exception as error:  # whatever it is, it is this batch's outcome
                     offset = error
                 lane.waiting.popleft()
                 self._settle(batch, offset)
