@@ -17,6 +17,7 @@ from segmentstore.client import (
     EventWriter,
     RetryPolicy,
     SegmentStoreClient,
+    UnknownOffsetError,
     WriterClosedError,
 )
 
@@ -178,3 +179,33 @@ def test_the_blocking_writer_writes_and_sends_with_correct_offsets(live: LiveSer
         assert offsets == [13 + i * 12 for i in range(200)]
         events = direct.read_events(segment, 0).events()
         assert events == [b"first", *(b"e%03d" % i for i in range(200))]
+
+
+async def test_a_duplicate_whose_place_cannot_be_known_fails_as_unknown_offset(
+    live: LiveServer, proxy: FlakyProxy
+) -> None:
+    (segment,) = _segments(1)
+    with SegmentStoreClient(live.url) as direct:
+        direct.create_segment(segment)
+        # Another writer's append lands behind the batch before its lost answer is replaced.
+        proxy.drop_response(
+            ":appendEvents", then=lambda: direct.append_events(segment, [b"someone else"])
+        )
+        async with (
+            AsyncSegmentStoreClient(proxy.url, retry=RetryPolicy.never()) as flaky,
+            EventWriter(flaky, linger_ms=1) as writer,
+        ):
+            outcomes = await asyncio.gather(
+                writer.write(segment, b"mine-1"),
+                writer.write(segment, b"mine-2"),
+                return_exceptions=True,
+            )
+            assert all(isinstance(o, UnknownOffsetError) for o in outcomes), outcomes
+            assert await writer.write(segment, b"after") == 48
+        # Applied exactly once all the same.
+        assert direct.read_events(segment, 0).events() == [
+            b"mine-1",
+            b"mine-2",
+            b"someone else",
+            b"after",
+        ]
