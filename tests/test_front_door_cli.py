@@ -3,6 +3,7 @@ settings errors, the log formats, and HTTPS served from a certificate in the set
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 import json
@@ -21,7 +22,7 @@ from served_store import ServedStore
 
 from segmentstore.cli import main
 from segmentstore.cli.logs import JsonFormatter
-from segmentstore.client import RetryPolicy, SegmentStoreClient
+from segmentstore.client import AsyncSegmentStoreClient, RetryPolicy, SegmentStoreClient
 from segmentstore.version import VERSION
 
 TOKEN = "tok-3f9a1c77e2"
@@ -139,6 +140,15 @@ def _certificates(directory: Path) -> tuple[Path, Path, Path]:
     return ca_file, cert_file, key_file
 
 
+async def _async_client_over_tls(url: str, ca_file: Path) -> None:
+    async with AsyncSegmentStoreClient(url, verify=str(ca_file)) as client:
+        assert (await client.append("tls/segment", b"!")).offset == 8
+    fast = RetryPolicy(max_attempts=1)
+    async with AsyncSegmentStoreClient(url, verify=True, retry=fast) as stranger:
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            await stranger.get_info("tls/segment")
+
+
 @pytest.mark.integration
 def test_the_client_talks_https_to_the_server(tmp_path: Path) -> None:
     ca_file, cert_file, key_file = _certificates(tmp_path)
@@ -162,6 +172,8 @@ def test_the_client_talks_https_to_the_server(tmp_path: Path) -> None:
             pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"),
         ):
             stranger.get_info("tls/segment")
+        # The asyncio client (on aiohttp) takes the same verify option with the same meaning.
+        asyncio.run(_async_client_over_tls(served.url, ca_file))
         # Plain HTTP to the HTTPS port is not served.
         with pytest.raises(httpx.TransportError):
             httpx.get(f"http://127.0.0.1:{served.port}/healthz", timeout=10)

@@ -88,14 +88,26 @@ def server(tmp_path: Path) -> Iterator[ServedStore]:
 def test_the_client_only_install_talks_to_a_server(slim_python: Path, server: ServedStore) -> None:
     probe = textwrap.dedent(
         f"""
-        import importlib.util, sys
-        from segmentstore.client import SegmentStoreClient
+        import asyncio, importlib.util, sys
+        from segmentstore.client import (
+            AsyncSegmentStoreClient, EventReader, EventWriter, SegmentStoreClient
+        )
 
         with SegmentStoreClient({server.url!r}) as client:
             client.create_segment("slim/0")
             client.append("slim/0", b"hello ")
             client.append("slim/0", b"world")
             print(bytes(client.read("slim/0", 0).data).decode())
+
+        async def events():
+            async with AsyncSegmentStoreClient({server.url!r}) as client:
+                await client.create_segment("slim/events")
+                async with EventWriter(client) as writer:
+                    await asyncio.gather(*(writer.write("slim/events", b"e") for _ in range(3)))
+                reader = EventReader(client, "slim/events", follow=False)
+                return [offset async for offset, _ in reader]
+
+        print(asyncio.run(events()))
         print(sorted(m for m in {SERVER_ONLY!r} if importlib.util.find_spec(m)))
         """
     )
@@ -103,7 +115,7 @@ def test_the_client_only_install_talks_to_a_server(slim_python: Path, server: Se
         [str(slim_python), "-c", probe], capture_output=True, text=True, timeout=60, cwd="/"
     )
     assert answer.returncode == 0, answer.stderr
-    assert answer.stdout.splitlines() == ["hello world", "[]"]
+    assert answer.stdout.splitlines() == ["hello world", "[0, 9, 18]", "[]"]
 
 
 @pytest.mark.slow

@@ -124,14 +124,20 @@ class ServerProcess:
             self._proc.stderr.close()
 
 
-def _start_servers(base: Path, environ: Mapping[str, str]) -> tuple[ServerProcess, ServerProcess]:
+def store_process(base: Path, environ: Mapping[str, str]) -> ServerProcess:
+    """``segmentstore serve`` with its defaults over ``base/data``, on a loopback port (not yet
+    ready: call ``wait_ready``)."""
     serve = ["serve", "--data-dir", str(base / "data"), "--host", "127.0.0.1", "--port", "0"]
-    store = ServerProcess(
+    return ServerProcess(
         "store",
         [sys.executable, "-m", "segmentstore.cli", *serve],
         base / "store.log",
         environ,
     )
+
+
+def _start_servers(base: Path, environ: Mapping[str, str]) -> tuple[ServerProcess, ServerProcess]:
+    store = store_process(base, environ)
     # The baseline is a program of its own in api/ (the core never imports FastAPI).
     bare = ServerProcess(
         "bare",
@@ -149,7 +155,7 @@ def _start_servers(base: Path, environ: Mapping[str, str]) -> tuple[ServerProces
     return store, bare
 
 
-def _wait_quiet(store_url: str) -> None:
+def wait_quiet(store_url: str) -> None:
     """Until the store's Tier 2 lag stops shrinking (or is gone): its Storage Writer is
     done with what the last case appended."""
     deadline = time.monotonic() + QUIET_TIMEOUT_S
@@ -177,7 +183,7 @@ def _prepare_store(url: str) -> None:
 # -- the run --------------------------------------------------------------------------------
 
 
-def _measure(
+def measure(
     loadgen: str, url: str, case: Case, seconds: float, processes: int, workdir: Path
 ) -> Load:
     warmup_s = min(1.0, seconds / 4)
@@ -185,6 +191,15 @@ def _measure(
         run_wrk(url, case, warmup_s, workdir)  # warm-up, discarded
         return run_wrk(url, case, seconds, workdir)
     return run_python(url, case, seconds, processes, warmup_s)
+
+
+def choose_loadgen(loadgen: str) -> str:
+    """``auto``: wrk if it is on the PATH, else the in-project generator."""
+    if loadgen == "auto":
+        return "wrk" if shutil.which("wrk") else "python"
+    if loadgen == "wrk" and not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (Debian: apt-get install wrk); try --loadgen python")
+    return loadgen
 
 
 def _figures(prefix: str, case: Case, load: Load) -> dict[str, Any]:
@@ -212,10 +227,7 @@ def run(
     from (the command line hands in its environment)."""
     # The per-request log lines of the client that prepares the store would drown the table.
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    if loadgen == "auto":
-        loadgen = "wrk" if shutil.which("wrk") else "python"
-    elif loadgen == "wrk" and not shutil.which("wrk"):
-        raise SystemExit("wrk is not installed (Debian: apt-get install wrk); try --loadgen python")
+    loadgen = choose_loadgen(loadgen)
     table = cases()
     unknown = set(selected or ()) - set(table)
     if unknown:
@@ -235,9 +247,9 @@ def run(
                     f" {case.connections} connections, {seconds:g} s",
                     flush=True,
                 )
-                loads[label] = _measure(loadgen, server.url, case, seconds, processes, base)
+                loads[label] = measure(loadgen, server.url, case, seconds, processes, base)
                 if label == "store":
-                    _wait_quiet(store.url)
+                    wait_quiet(store.url)
             row: dict[str, Any] = {
                 "case": case.key,
                 "title": case.title,

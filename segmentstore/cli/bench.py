@@ -88,6 +88,23 @@ def add_command(commands: Any) -> None:
     tier1.add_argument("--json", default=None, help="also write the results here")
     tier1.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     tier1.set_defaults(run=_tier1)
+    client = benches.add_parser(
+        "client", help="the Python client and EventWriter vs wrk on the same server"
+    )
+    client.add_argument("--seconds", type=float, default=5.0, help="per case")
+    client.add_argument(
+        "--loadgen",
+        choices=["auto", "wrk", "python"],
+        default="auto",
+        help="the baseline: wrk if installed, else a multi-process asyncio generator",
+    )
+    client.add_argument("--processes", type=int, default=2, help="for --loadgen python")
+    client.add_argument(
+        "--loop", choices=["asyncio", "uvloop"], default="asyncio", help="the client's loop"
+    )
+    client.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
+    client.add_argument("--json", default=None, help="also write the results here")
+    client.set_defaults(run=_client)
     spark = benches.add_parser("spark", help="the Spark data source vs pyarrow in one process")
     spark.add_argument("--segments", type=int, default=4, help="event segments to scan")
     spark.add_argument("--segment-mib", type=int, default=128, help="MiB of events per segment")
@@ -160,6 +177,15 @@ def _http(args: argparse.Namespace) -> int:
 
     http.run(
         args.seconds, args.cases, args.loadgen, args.processes, args.dir, args.json, os.environ
+    )
+    return 0
+
+
+def _client(args: argparse.Namespace) -> int:
+    from segmentstore.bench import client
+
+    client.run(
+        args.seconds, args.loadgen, args.processes, args.loop, args.dir, args.json, os.environ
     )
     return 0
 

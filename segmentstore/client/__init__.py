@@ -1,4 +1,5 @@
-"""A client for the segment store's HTTP API (docs/api.md), blocking or asyncio, on httpx.
+"""A client for the segment store's HTTP API (docs/api.md): blocking (on httpx) or asyncio
+(on aiohttp), and a batching, exactly-once event writer and a tail-following event reader.
 
     from segmentstore.client import SegmentStoreClient
 
@@ -8,20 +9,35 @@
         data = store.read("scope/stream/0", 0, wait_ms=1000).data
 
 Method names, arguments and results follow the embedded :class:`~segmentstore.SegmentStore`
-(``SegmentInfo``, ``AppendResult``); reads also return the ``Segment-*`` headers. Errors:
+(``SegmentInfo``, ``AppendResult``); reads also return the ``Segment-*`` headers.
+:class:`EventWriter` (and its blocking twin :class:`BlockingEventWriter`) batches records into
+``:appendEvents`` requests and gives each its durable offset; :class:`EventReader` iterates a
+segment's events. Errors:
 
     SegmentStoreError           every error answer: the leaf of its code (BadOffsetError with
     └── (the leaves)            expected_offset and length, ...); unknown codes the root
     httpx.TransportError        the server could not be reached or answered nothing, after
-                                the retries that were safe (see :mod:`.retry`)
+                                the retries that were safe (see :mod:`.retry`); the asyncio
+                                client's aiohttp errors are translated into these
+    UnknownOffsetError          an EventWriter batch applied once whose offset is unknown
+    WriterClosedError           a write to a closed EventWriter
 
 The ``name`` of a segment error is the segment the request addressed (the server does not
 send it; for a merge whose source is missing it is still the target). The client imports
-httpx and the store's own modules, never FastAPI or uvicorn (importing the ``segmentstore``
-package does load the embedded store's code, about 0.2 s, but none of its backends).
+httpx, aiohttp and the store's own modules, never FastAPI or uvicorn (importing the
+``segmentstore`` package does load the embedded store's code, about 0.2 s, but none of its
+backends).
 """
 
 from segmentstore.client.async_client import AsyncSegmentStoreClient
+from segmentstore.client.blocking_event_writer import BlockingEventWriter
+from segmentstore.client.event_reader import EventReader
+from segmentstore.client.event_writer import (
+    EventAck,
+    EventWriter,
+    UnknownOffsetError,
+    WriterClosedError,
+)
 from segmentstore.client.results import (
     ContainerState,
     EventsReadResult,
@@ -33,10 +49,16 @@ from segmentstore.client.sync_client import SegmentStoreClient
 
 __all__ = [
     "AsyncSegmentStoreClient",
+    "BlockingEventWriter",
     "ContainerState",
+    "EventAck",
+    "EventReader",
+    "EventWriter",
     "EventsReadResult",
     "ReadResult",
     "RetryPolicy",
     "SegmentPage",
     "SegmentStoreClient",
+    "UnknownOffsetError",
+    "WriterClosedError",
 ]

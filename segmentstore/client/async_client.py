@@ -14,18 +14,22 @@ from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.segment_info import AppendResult, SegmentInfo
 
 from . import calls
+from .aiohttp_transport import AiohttpTransport
 from .calls import Call, Data
+from .httpx_transport import HttpxTransport
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
 from .retry import Attempts, RetryPolicy
 from .sync_client import DEFAULT_URL
-from .tls import tls_verification
 
 T = TypeVar("T")
 
 
 class AsyncSegmentStoreClient:
     """A segment store over HTTP for asyncio code; see ``SegmentStoreClient`` for the
-    arguments. ``max_connections`` bounds the pool (httpx's default is 100)."""
+    arguments. Requests go over aiohttp (see :mod:`.aiohttp_transport`) through one pool of
+    at most ``max_connections`` keep-alive connections; a ``transport`` of httpx's replaces
+    it (tests, proxies). ``verify`` checks the server's certificate for ``https://``: True
+    with the system's CAs, a CA bundle's path, or False for none."""
 
     def __init__(
         self,
@@ -39,16 +43,25 @@ class AsyncSegmentStoreClient:
         verify: bool | str = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._timeout = httpx.Timeout(timeout_s)
         self._retry = retry or RetryPolicy()
-        self._http = httpx.AsyncClient(
-            base_url=base_url,
-            headers=headers,
-            timeout=self._timeout,
-            transport=transport,
-            limits=httpx.Limits(max_connections=max_connections),
-            verify=tls_verification(verify),
-        )
+        self._http: AiohttpTransport | HttpxTransport
+        if transport is None:
+            self._http = AiohttpTransport(
+                base_url,
+                headers=headers,
+                timeout_s=timeout_s,
+                max_connections=max_connections,
+                verify=verify,
+            )
+        else:
+            self._http = HttpxTransport(
+                base_url,
+                headers=headers,
+                timeout_s=timeout_s,
+                max_connections=max_connections,
+                transport=transport,
+                verify=verify,
+            )
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -64,19 +77,13 @@ class AsyncSegmentStoreClient:
     ) -> None:
         await self.aclose()
 
-    async def _run(self, call: Call[T]) -> T:
+    async def _run(self, call: Call[T], base_url: str | None = None) -> T:
+        """Sends ``call`` (to ``base_url`` instead of the client's own, if given) with the
+        retries its retry rule allows."""
         attempts = Attempts(self._retry, call.idempotent)
         while True:
             try:
-                response = await self._http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    headers=call.headers,
-                    content=call.content,
-                    json=call.json,
-                    timeout=calls.timeout(self._timeout, call),
-                )
+                response = await self._http.send(call, base_url)
             except httpx.TransportError as error:
                 delay = attempts.after_exception(error)
                 if delay is None:

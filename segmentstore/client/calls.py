@@ -5,10 +5,12 @@ calls, so the sync and async clients cannot drift apart on paths, headers or ret
 
 from __future__ import annotations
 
+import functools
+import json as jsonlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -18,6 +20,7 @@ from segmentstore.reading.events import encode as encode_events
 from segmentstore.segment_info import AppendResult, SegmentInfo
 
 from .errors import error_from_response
+from .reply import Answer
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
 
 T = TypeVar("T")
@@ -30,7 +33,7 @@ Data = bytes | bytearray | memoryview
 class Call(Generic[T]):
     method: str
     path: str
-    decode: Callable[[httpx.Response], T]
+    decode: Callable[[Answer], T]
     params: Mapping[str, str | int] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
     content: bytes | None = None
@@ -43,6 +46,7 @@ class Call(Generic[T]):
     context: Mapping[str, Any] = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=4096)  # a producer sends to the same few names again and again
 def segment_path(name: str, action: str | None = None) -> str:
     """``/v1/segments/NAME[:action]`` with the name percent-encoded (``#`` as ``%23``).
 
@@ -58,8 +62,8 @@ def segment_path(name: str, action: str | None = None) -> str:
 # -- decoders ---------------------------------------------------------------------------------
 
 
-def _info(response: httpx.Response) -> SegmentInfo:
-    body = response.json()
+def _info(response: Answer) -> SegmentInfo:
+    body = jsonlib.loads(response.content)
     return SegmentInfo(
         name=body["name"],
         container=body["container"],
@@ -74,8 +78,8 @@ def _info(response: httpx.Response) -> SegmentInfo:
     )
 
 
-def _appended(response: httpx.Response) -> AppendResult:
-    body = response.json()
+def _appended(response: Answer) -> AppendResult:
+    body = jsonlib.loads(response.content)
     return AppendResult(
         offset=body["offset"],
         length=body["length"],
@@ -84,7 +88,7 @@ def _appended(response: httpx.Response) -> AppendResult:
     )
 
 
-def _segment_state(response: httpx.Response) -> tuple[int, int, int, bool]:
+def _segment_state(response: Answer) -> tuple[int, int, int, bool]:
     headers = response.headers
     return (
         int(headers["Segment-Read-Offset"]),
@@ -94,13 +98,13 @@ def _segment_state(response: httpx.Response) -> tuple[int, int, int, bool]:
     )
 
 
-def _read(response: httpx.Response) -> ReadResult:
+def _read(response: Answer) -> ReadResult:
     offset, start, length, sealed = _segment_state(response)
     data = response.content if response.status_code == 200 else b""
     return ReadResult(data, offset, start, length, sealed)
 
 
-def _events_read(response: httpx.Response) -> EventsReadResult:
+def _events_read(response: Answer) -> EventsReadResult:
     offset, start, length, sealed = _segment_state(response)
     data = response.content if response.status_code == 200 else b""
     next_offset = int(response.headers["Segment-Next-Offset"])
@@ -119,15 +123,15 @@ def _container(body: Mapping[str, Any]) -> ContainerState:
     )
 
 
-def _field(key: str) -> Callable[[httpx.Response], Any]:
-    return lambda response: response.json()[key]
+def _field(key: str) -> Callable[[Answer], Any]:
+    return lambda response: jsonlib.loads(response.content)[key]
 
 
-def _nothing(response: httpx.Response) -> None:
+def _nothing(response: Answer) -> None:
     return None
 
 
-def outcome(call: Call[T], response: httpx.Response) -> T:
+def outcome(call: Call[T], response: Answer) -> T:
     """The decoded answer to ``call``; the error it stands for if it is not a success."""
     if response.status_code not in call.ok:
         raise error_from_response(response, call.context)
@@ -138,6 +142,21 @@ def outcome(call: Call[T], response: httpx.Response) -> T:
             f"unexpected answer to {call.method} {call.path}: HTTP {response.status_code}"
             f" {response.content[:200]!r}"
         ) from error
+
+
+def query(call: Call[Any]) -> str:
+    """The query string of ``call`` (empty when it has no parameters), ``?`` included."""
+    if not call.params:
+        return ""
+    return "?" + urlencode({key: str(value) for key, value in call.params.items()})
+
+
+def body(call: Call[Any]) -> tuple[bytes | None, Mapping[str, str]]:
+    """The bytes to send and the headers that go with them (a JSON body is encoded here)."""
+    if call.json is None:
+        return call.content, call.headers
+    encoded = jsonlib.dumps(call.json, separators=(",", ":")).encode()
+    return encoded, {**call.headers, "Content-Type": "application/json"}
 
 
 def timeout(base: httpx.Timeout, call: Call[Any]) -> httpx.Timeout:
@@ -189,8 +208,8 @@ def list_page(
     if limit is not None:
         params["limit"] = limit
 
-    def decode(response: httpx.Response) -> SegmentPage:
-        body = response.json()
+    def decode(response: Answer) -> SegmentPage:
+        body = jsonlib.loads(response.content)
         return SegmentPage(list(body["segments"]), body["next"])
 
     return Call("GET", "/v1/segments", decode, params=params, idempotent=True)
@@ -389,8 +408,8 @@ def read_events(
 
 
 def containers() -> Call[list[ContainerState]]:
-    def decode(response: httpx.Response) -> list[ContainerState]:
-        return [_container(c) for c in response.json()["containers"]]
+    def decode(response: Answer) -> list[ContainerState]:
+        return [_container(c) for c in jsonlib.loads(response.content)["containers"]]
 
     return Call("GET", "/v1/containers", decode, idempotent=True)
 
@@ -400,7 +419,7 @@ def restart_container(container_id: int) -> Call[ContainerState]:
     return Call(
         "POST",
         f"/v1/containers/{container_id}:restart",
-        lambda response: _container(response.json()),
+        lambda response: _container(jsonlib.loads(response.content)),
         context={"container": container_id},
     )
 
@@ -421,4 +440,9 @@ def readyz() -> Call[bool]:
 
 
 def metrics() -> Call[str]:
-    return Call("GET", "/metrics", lambda response: response.text, idempotent=True)
+    return Call(
+        "GET",
+        "/metrics",
+        lambda response: response.content.decode("utf-8", "replace"),
+        idempotent=True,
+    )

@@ -16,9 +16,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
 from segmentstore.errors import SegmentStoreError, leaf_error_classes
+
+from .reply import Answer
 
 _LEAVES: dict[str, type[SegmentStoreError]] = {cls.code: cls for cls in leaf_error_classes()}
 
@@ -59,7 +59,7 @@ def build_error(
 
 
 def error_from_response(
-    response: httpx.Response, context: Mapping[str, Any] | None = None
+    response: Answer, context: Mapping[str, Any] | None = None
 ) -> SegmentStoreError:
     """The exception an error answer stands for (its body must have been read)."""
     status = response.status_code

@@ -25,6 +25,8 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
+from .reply import Answer
+
 RETRY_STATUSES = frozenset({429, 503})
 
 # Raised before a byte of the request left this process.
@@ -46,7 +48,7 @@ class RetryPolicy:
         return cls(max_attempts=1)
 
 
-def retry_after_s(response: httpx.Response) -> float | None:
+def retry_after_s(response: Answer) -> float | None:
     """How long the server asked to wait, if it did."""
     try:
         detail = json.loads(response.content)["error"]
@@ -85,7 +87,7 @@ class Attempts:
             return None
         return self._next(None)
 
-    def after_response(self, response: httpx.Response) -> float | None:
+    def after_response(self, response: Answer) -> float | None:
         if not self._idempotent or response.status_code not in RETRY_STATUSES:
             return None
         return self._next(retry_after_s(response))

@@ -123,6 +123,7 @@ class _Rule:
     match: str  # a substring of the request line
     times: int
     response: bytes | None  # None: forward, then drop the connection instead of answering
+    then: Callable[[], None] | None = None  # run after the server applied it, before the drop
 
 
 @dataclass
@@ -149,10 +150,13 @@ class FlakyProxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
 
-    def drop_response(self, match: str, times: int = 1) -> None:
-        """The next ``times`` matching requests reach the server; their answers are lost."""
+    def drop_response(
+        self, match: str, times: int = 1, then: Callable[[], None] | None = None
+    ) -> None:
+        """The next ``times`` matching requests reach the server; their answers are lost
+        (``then`` runs between the server's answer and the drop)."""
         with self._lock:
-            self._rules.append(_Rule(match, times, None))
+            self._rules.append(_Rule(match, times, None, then))
 
     def answer(
         self, match: str, status: int, body: bytes, headers: str = "", times: int = 1
@@ -223,6 +227,8 @@ class FlakyProxy:
                 upstream.sendall(request)
                 response = _read_message(upstream, from_upstream, request=False)
                 if rule is not None:
+                    if rule.then is not None:
+                        rule.then()
                     return  # applied by the server, answer lost on the way back
                 client.sendall(response)
         except (_Closed, OSError):

@@ -14,12 +14,18 @@ REPO = Path(__file__).resolve().parents[2]
 def test_public_names() -> None:
     assert segmentstore.client.__all__ == [
         "AsyncSegmentStoreClient",
+        "BlockingEventWriter",
         "ContainerState",
+        "EventAck",
+        "EventReader",
+        "EventWriter",
         "EventsReadResult",
         "ReadResult",
         "RetryPolicy",
         "SegmentPage",
         "SegmentStoreClient",
+        "UnknownOffsetError",
+        "WriterClosedError",
     ]
 
 

@@ -1,0 +1,297 @@
+"""``segmentstore bench client``: the Python client against ``wrk`` on the same server.
+
+One ``segmentstore serve`` child process on loopback, loaded in turn by:
+
+1. ``wrk`` (or, without it, the in-project generator of ``bench http``): plain 1 KiB
+   ``:append`` requests over 64 connections and 16 segments, the server's ceiling for
+   one-record requests. Every other figure is a ratio to this one.
+2. :class:`~segmentstore.client.AsyncSegmentStoreClient` on aiohttp, 64 tasks doing the same
+   appends; and the same through httpx's asyncio pool (the transport it replaced).
+3. :class:`~segmentstore.client.EventWriter`: 256 producer tasks over 16 segments (16 per
+   segment), each sending without waiting (up to ``WINDOW`` unanswered); acknowledged records/s
+   and MB/s for 1 KiB and 100 B records. The CPU this process spent per record is measured,
+   and how much of it is the writer's buffering alone (``send`` with nothing sent).
+4. The append-to-read latency: one producer writes a record every 2 ms through an
+   ``EventWriter`` while an ``EventReader`` follows the tail.
+
+The client runs in this process, the server in its child: both share the machine's cores,
+as a producer and a store on one host do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from segmentstore.bench.http import choose_loadgen, measure, store_process, wait_quiet
+from segmentstore.bench.http_cases import SEGMENTS, KiB, cases
+from segmentstore.bench.report import percentile, print_table, run_loop, write_json
+from segmentstore.client import AsyncSegmentStoreClient, EventAck, EventReader, EventWriter
+
+APPEND_TASKS = 64
+PRODUCERS = 256
+WINDOW = 1024  # records a producer has sent and not yet seen answered, at most
+LATENCY_INTERVAL_S = 0.002
+
+
+def _append_segments() -> list[str]:
+    return [f"bench/http-{i:02d}" for i in range(SEGMENTS)]
+
+
+async def _create(url: str, names: list[str]) -> None:
+    async with AsyncSegmentStoreClient(url) as client:
+        for name in names:
+            await client.create_segment(name)
+
+
+class _BareAiohttp:
+    """A bare aiohttp session posting the same requests: the transport's own floor."""
+
+    def __init__(self, url: str) -> None:
+        import aiohttp
+
+        self._url = url
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100))
+
+    async def append(self, segment: str, body: bytes) -> None:
+        async with self._session.post(
+            f"{self._url}/v1/segments/{segment}:append",
+            data=body,
+            headers={"Content-Type": "application/octet-stream"},
+        ) as response:
+            await response.read()
+            response.raise_for_status()
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
+async def _appends(url: str, seconds: float, how: str) -> dict[str, float]:
+    """Appends/s of ``APPEND_TASKS`` tasks each appending 1 KiB in a loop, and this process's
+    CPU per append; ``how``: ``client`` (aiohttp), ``httpx`` (httpx's asyncio pool under
+    the same client) or ``aiohttp`` (a bare session, no client around it)."""
+    transport = httpx.AsyncHTTPTransport() if how == "httpx" else None
+    body = os.urandom(KiB)
+    segments = _append_segments()
+    done = 0
+    async with AsyncSegmentStoreClient(url, transport=transport) as client:
+        bare = _BareAiohttp(url) if how == "aiohttp" else None
+        append: Callable[[str, bytes], Awaitable[Any]] = bare.append if bare else client.append
+
+        async def task(index: int, until: float, count: bool) -> None:
+            nonlocal done
+            segment = segments[index % len(segments)]
+            while time.perf_counter() < until:
+                await append(segment, body)
+                done += count
+
+        try:
+            warm = time.perf_counter() + min(1.0, seconds / 4)
+            await asyncio.gather(*(task(i, warm, False) for i in range(APPEND_TASKS)))
+            cpu, begun = time.process_time(), time.perf_counter()
+            await asyncio.gather(*(task(i, begun + seconds, True) for i in range(APPEND_TASKS)))
+            elapsed, cpu = time.perf_counter() - begun, time.process_time() - cpu
+        finally:
+            if bare is not None:
+                await bare.aclose()
+    return {"per_s": done / elapsed, "client_cpu_us_per_record": cpu / max(1, done) * 1e6}
+
+
+async def _writer_records(url: str, payload_bytes: int, seconds: float) -> dict[str, float]:
+    """Acknowledged records/s through one EventWriter, and this process's CPU per record.
+
+    The clock stops once every record sent is answered, so each counted record is
+    acknowledged (durable in the store with its offset) within the measured time.
+    """
+    segments = [f"bench/events-{payload_bytes}-{i:02d}" for i in range(SEGMENTS)]
+    await _create(url, segments)
+    payload = os.urandom(payload_bytes)
+    acknowledged = 0
+    async with (
+        AsyncSegmentStoreClient(url) as client,
+        EventWriter(client, linger_ms=2, batch_bytes=1 << 20) as writer,
+    ):
+
+        async def producer(index: int, until: float) -> int:
+            # Driven as a Kafka producer is: send without waiting for each answer; the
+            # writer's memory bound (back-pressure in send) and a window of acks bound it.
+            segment = segments[index % len(segments)]
+            acks: deque[EventAck] = deque()
+            clock = time.perf_counter
+            sent = 0
+            while clock() < until:
+                acks.append(await writer.send(segment, payload))
+                sent += 1
+                if len(acks) >= WINDOW:
+                    await acks.popleft()
+            for ack in acks:
+                await ack
+            return sent
+
+        warm = time.perf_counter() + min(1.0, seconds / 4)
+        await asyncio.gather(*(producer(i, warm) for i in range(PRODUCERS)))
+        cpu, begun = time.process_time(), time.perf_counter()
+        counts = await asyncio.gather(*(producer(i, begun + seconds) for i in range(PRODUCERS)))
+        elapsed, cpu = time.perf_counter() - begun, time.process_time() - cpu
+        acknowledged = sum(counts)
+        enqueue_us = await _enqueue_cost_us(writer, segments[0], payload)
+    per_s = acknowledged / elapsed
+    return {
+        "records_per_s": per_s,
+        "mb_per_s": per_s * payload_bytes / 1e6,
+        "client_cpu_us_per_record": cpu / acknowledged * 1e6,
+        "enqueue_us_per_record": enqueue_us,
+    }
+
+
+async def _enqueue_cost_us(writer: EventWriter, segment: str, payload: bytes) -> float:
+    """The writer's own work per record (``send``: framing, batching, the ack) in µs: timed
+    in one stretch that never yields to the loop, so nothing is sent meanwhile."""
+    records = 20_000
+    acks = []
+    begun = time.perf_counter()
+    for _ in range(records):
+        acks.append(await writer.send(segment, payload))
+    elapsed = time.perf_counter() - begun
+    for ack in acks:
+        await ack
+    return elapsed / records * 1e6
+
+
+async def _latency(url: str, seconds: float) -> dict[str, float]:
+    """Append-to-read latency: write through an EventWriter, read with an EventReader."""
+    segment = "bench/latency"
+    await _create(url, [segment])
+    latencies: list[float] = []
+    sent_at: dict[int, float] = {}
+    async with AsyncSegmentStoreClient(url) as client:
+        reader = EventReader(client, segment, wait_ms=1000)
+
+        async def consume(expected: int) -> None:
+            async for _, payload in reader:
+                latencies.append(time.perf_counter() - sent_at[int(payload)])
+                if len(latencies) == expected:
+                    return
+
+        records = max(1, int(seconds / LATENCY_INTERVAL_S))
+        consumer = asyncio.create_task(consume(records))
+        async with EventWriter(client, linger_ms=1) as writer:
+            for number in range(records):
+                sent_at[number] = time.perf_counter()
+                await writer.send(segment, str(number).encode())
+                await asyncio.sleep(LATENCY_INTERVAL_S)
+        await asyncio.wait_for(consumer, 60)
+    latencies.sort()
+    return {
+        "p50_ms": percentile(latencies, 0.5) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+    }
+
+
+def run(
+    seconds: float,
+    loadgen: str,
+    processes: int,
+    loop: str,
+    directory: str | None,
+    json_path: str | None,
+    environ: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    loadgen = choose_loadgen(loadgen)
+    base = Path(tempfile.mkdtemp(prefix="bench-client-", dir=directory))
+    case = dataclasses.replace(cases()["append-1k"], connections=APPEND_TASKS)
+    rows: list[dict[str, Any]] = []
+    print(f"... starting the store (baseline load: {loadgen}, client loop: {loop})", flush=True)
+    store = store_process(base, environ)
+    try:
+        store.wait_ready()
+        url = store.url
+        run_loop(_create(url, _append_segments()), loop)
+
+        def step(title: str) -> None:
+            print(f"... {title}, {seconds:g} s", flush=True)
+
+        step(f"{loadgen}: 1 KiB appends, {APPEND_TASKS} connections")
+        baseline = measure(loadgen, url, case, seconds, processes, base)
+        wrk_per_s = baseline.requests / baseline.seconds
+        wait_quiet(url)
+
+        def row(name: str, per_s: float, mb_per_s: float, **extra: float) -> dict[str, Any]:
+            return {
+                "case": name,
+                "per_s": per_s,
+                "mb_per_s": mb_per_s,
+                "vs_baseline": per_s / wrk_per_s,
+                **extra,
+            }
+
+        rows.append(
+            row(f"{loadgen} append 1 KiB x{APPEND_TASKS}", wrk_per_s, wrk_per_s * KiB / 1e6)
+        )
+        for how in ("client", "aiohttp", "httpx"):
+            label = {"client": "client", "aiohttp": "bare aiohttp", "httpx": "client on httpx"}[how]
+            step(f"{label}: 1 KiB appends, {APPEND_TASKS} tasks")
+            figures = run_loop(_appends(url, seconds, how), loop)
+            per_s = figures.pop("per_s")
+            rows.append(
+                row(f"{label} append 1 KiB x{APPEND_TASKS}", per_s, per_s * KiB / 1e6, **figures)
+            )
+            wait_quiet(url)
+        for size in (KiB, 100):
+            step(f"EventWriter: {size} B records, {PRODUCERS} producers")
+            figures = run_loop(_writer_records(url, size, seconds), loop)
+            rows.append(
+                row(
+                    f"EventWriter {size} B x{PRODUCERS}",
+                    figures.pop("records_per_s"),
+                    figures.pop("mb_per_s"),
+                    **figures,
+                )
+            )
+            wait_quiet(url)
+        step("append-to-read latency")
+        latency = run_loop(_latency(url, seconds), loop)
+    finally:
+        store.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    _print(rows, latency)
+    write_json(json_path, "client", [*rows, {"case": "append-to-read latency", **latency}])
+    return rows
+
+
+def _print(rows: list[dict[str, Any]], latency: dict[str, float]) -> None:
+    print_table(
+        rows,
+        [
+            ("case", "case", ""),
+            ("per_s", "records/s", ",.0f"),
+            ("mb_per_s", "MB/s", ",.1f"),
+            ("vs_baseline", "vs baseline", ".2f"),
+        ],
+    )
+    writers = [r for r in rows if "enqueue_us_per_record" in r]
+    print()
+    print_table(
+        writers,
+        [
+            ("case", "case", ""),
+            ("client_cpu_us_per_record", "client CPU µs/rec", ".2f"),
+            ("enqueue_us_per_record", "send() µs/rec", ".2f"),
+        ],
+    )
+    print(
+        f"\nappend-to-read latency (EventWriter -> EventReader): p50 {latency['p50_ms']:.2f} ms,"
+        f" p99 {latency['p99_ms']:.2f} ms"
+    )

@@ -1,0 +1,55 @@
+"""``segmentstore bench client`` runs end to end (briefly, with the in-project load generator
+so that it needs no wrk) and reports every figure as a ratio to the same run's baseline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_client_bench_reports_ratios_to_the_baseline(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    completed = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "segmentstore"),
+            "bench",
+            "client",
+            "--seconds",
+            "0.5",
+            "--loadgen",
+            "python",
+            "--dir",
+            str(tmp_path),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert "append-to-read latency" in completed.stdout
+    rows = {row["case"]: row for row in json.loads(out.read_text())["results"]}
+    baseline = rows["python append 1 KiB x64"]
+    assert baseline["vs_baseline"] == 1.0 and baseline["per_s"] > 0
+    for case in (
+        "client append 1 KiB x64",
+        "bare aiohttp append 1 KiB x64",
+        "client on httpx append 1 KiB x64",
+        "EventWriter 1024 B x256",
+        "EventWriter 100 B x256",
+    ):
+        assert rows[case]["per_s"] > 0
+        assert rows[case]["vs_baseline"] == pytest.approx(rows[case]["per_s"] / baseline["per_s"])
+    for case in ("EventWriter 1024 B x256", "EventWriter 100 B x256"):
+        assert rows[case]["client_cpu_us_per_record"] > 0
+        assert rows[case]["enqueue_us_per_record"] > 0
+    latency = rows["append-to-read latency"]
+    assert 0 < latency["p50_ms"] <= latency["p99_ms"]
+    assert list(tmp_path.iterdir()) == [out]  # its working directory is gone
