@@ -20,7 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -87,6 +87,7 @@ def _spark_scan(
     runs: int,
     warmups: int,
     say: Callable[[str], None],
+    environ: Mapping[str, str],
 ) -> list[float]:
     """The timed ``noop`` scans of the data source on ``master``; one session, stopped after."""
     from segmentstore.jobs.session import start_session  # only now: the baseline never loads it
@@ -97,7 +98,7 @@ def _spark_scan(
         if url is None:
             say("starting a standalone cluster (a Master and a 2-core Worker on 127.0.0.1) ...")
             begun = time.perf_counter()
-            cluster = stack.enter_context(StandaloneCluster(worker_cores=2))
+            cluster = stack.enter_context(StandaloneCluster(environ, worker_cores=2))
             url, conf = cluster.master_url, cluster.session_conf()
             say(f"  {url} in {time.perf_counter() - begun:.1f} s")
         say(f"starting Spark ({master.label}) ...")
@@ -139,12 +140,14 @@ def run(
     warmups: int = 3,
     master: str = "local[2]",
     standalone: bool = False,
+    environ: Mapping[str, str] | None = None,
     directory: str | None = None,
     out: TextIO | None = None,
 ) -> list[dict[str, Any]]:
     """The measurements as table rows (``events_per_s``, ``ratio`` to the baseline): pyarrow,
     the data source on ``master``, and with ``standalone`` the data source on a Spark
-    standalone cluster started on this machine (:mod:`segmentstore.jobs.standalone`)."""
+    standalone cluster started on this machine (:mod:`segmentstore.jobs.standalone`) with
+    the daemons' environment ``environ``."""
     out = out or sys.stderr
     masters = [_Master(master, master)]
     if standalone:
@@ -172,7 +175,7 @@ def run(
 
         cases = [("pyarrow, 1 process", baseline)]
         for case_master in masters:
-            seconds = _spark_scan(case_master, uri, expected, runs, warmups, say)
+            seconds = _spark_scan(case_master, uri, expected, runs, warmups, say, environ or {})
             cases.append((f"data source, {case_master.label}", seconds))
 
     base_rate = expected / statistics.median(baseline)

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -110,14 +111,17 @@ class _Daemon:
 
 
 class StandaloneCluster:
-    """``with StandaloneCluster() as cluster: start_session(cluster.master_url, ...)``.
+    """``with StandaloneCluster(environment) as cluster: start_session(cluster.master_url, ...)``.
 
+    ``environ`` is the daemons' environment (they need ``PATH`` or ``JAVA_HOME`` to find Java);
+    the ``SPARK_*`` variables that place them on loopback and in the scratch directory are added.
     ``worker_cores`` and ``worker_memory`` are what the Worker offers to applications (an
     executor takes ``spark.executor.memory``, 1g by default, out of it).
     """
 
     def __init__(
         self,
+        environ: Mapping[str, str],
         *,
         worker_cores: int = 2,
         worker_memory: str = "2g",
@@ -130,7 +134,7 @@ class StandaloneCluster:
         for folder in ("local", "work", "logs"):
             (self.scratch / folder).mkdir()
         self._env = {
-            **os.environ,
+            **environ,
             "SPARK_HOME": str(Path(pyspark.__file__).parent),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOCAL_DIRS": str(self.scratch / "local"),

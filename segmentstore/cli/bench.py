@@ -183,6 +183,7 @@ def _spark(args: argparse.Namespace) -> int:
         warmups=args.warmups,
         master=args.master,
         standalone=args.standalone,
+        environ=os.environ,
         directory=args.dir,
     )
     print_table(

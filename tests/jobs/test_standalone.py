@@ -50,7 +50,7 @@ CREDENTIALS = {"access_key": "testing", "secret_key": "testing", "region": "us-e
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[StandaloneCluster]:
-    with StandaloneCluster(worker_cores=2, worker_memory="2g") as running:
+    with StandaloneCluster(os.environ, worker_cores=2, worker_memory="2g") as running:
         yield running
 
 
