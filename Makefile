@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 EXTRAS ?= dev
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-fast lint typecheck-tree bench clean
+.PHONY: help install run test test-fast test-spark-cluster lint typecheck-tree bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ test: $(STAMP) ## Run the whole test suite
 
 test-fast: $(STAMP) ## Run the suite without the slow kill and state-machine tests
 	$(BIN)/pytest -q -m "not slow"
+
+test-spark-cluster: $(STAMP) ## The Spark jobs on a standalone cluster (Master and Worker on 127.0.0.1) over S3 (moto)
+	$(BIN)/pytest -q -m standalone
 
 lint: $(STAMP) typecheck-tree ## ruff and mypy
 	$(BIN)/ruff check .

@@ -14,6 +14,9 @@ Options (:mod:`segmentstore.jobs.options`): ``tier2`` and ``tier2.<backend optio
 ``fail_on_data_loss`` (default ``true``). Columns (:mod:`segmentstore.jobs.schema`): ``segment``,
 ``offset``, ``event`` (or ``data`` in bytes mode), ``chunk``.
 
+``spark.readStream.format("segmentstore")`` streams the same events as the Storage Writer
+flushes them (:mod:`segmentstore.jobs.stream_reader`; option ``maxBytesPerTrigger``).
+
 A scan is a consistent snapshot: each manifest is read once, when Spark plans the query, and
 nothing past its storage length is returned; events are returned whole or not at all. The
 jobs of ``segmentstore spark`` (``stats``, ``export``, ``compact``) are in

@@ -1,5 +1,7 @@
 """``segmentstore bench spark``: how fast the data source scans events in Tier 2, against plain
-pyarrow reading and decoding the same chunks in one process, in the same run.
+pyarrow reading and decoding the same chunks in one process, in the same run (and, with
+``standalone``, the data source on a Spark standalone cluster started on this machine too, whose
+executors are separate JVMs with their own Python workers, each reading Tier 2 on its own).
 
 The data is written straight into a local Tier 2 as the Storage Writer lays it out
 (:mod:`segmentstore.jobs.synthetic`: chunks that cut events, time index sidecars, manifests). The
@@ -13,11 +15,13 @@ report the median of ``runs`` timed scans.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -70,6 +74,53 @@ def pyarrow_scan(uri: str, manifests: list[SegmentManifest]) -> int:
     return events
 
 
+@dataclass(frozen=True)
+class _Master:
+    label: str
+    url: str | None  # None: a standalone cluster started for the case
+
+
+def _spark_scan(
+    master: _Master,
+    uri: str,
+    expected: int,
+    runs: int,
+    warmups: int,
+    say: Callable[[str], None],
+    environ: Mapping[str, str],
+) -> list[float]:
+    """The timed ``noop`` scans of the data source on ``master``; one session, stopped after."""
+    from segmentstore.jobs.session import start_session  # only now: the baseline never loads it
+    from segmentstore.jobs.standalone import StandaloneCluster
+
+    with contextlib.ExitStack() as stack:
+        url, conf = master.url, {}
+        if url is None:
+            say("starting a standalone cluster (a Master and a 2-core Worker on 127.0.0.1) ...")
+            begun = time.perf_counter()
+            cluster = stack.enter_context(StandaloneCluster(environ, worker_cores=2))
+            url, conf = cluster.master_url, cluster.session_conf()
+            say(f"  {url} in {time.perf_counter() - begun:.1f} s")
+        say(f"starting Spark ({master.label}) ...")
+        begun = time.perf_counter()
+        spark = start_session(url, "segmentstore-bench", conf)
+        stack.callback(spark.stop)
+        say(f"  {time.perf_counter() - begun:.1f} s")
+        events = spark.read.format("segmentstore").options(tier2=uri, segments="bench/*").load()
+        begun = time.perf_counter()
+        counted = events.count()
+        assert counted == expected, f"the data source returned {counted} of {expected} events"
+        first = time.perf_counter() - begun
+        say(f"  first query (a count; it starts the Python workers): {first:.1f} s")
+        noop = events.write.format("noop").mode("overwrite")
+        say(f"data source: {warmups} untimed + {runs} timed scans ...")
+        warm = _timed(noop.save, warmups)
+        say(f"  untimed: {', '.join(f'{s:.2f} s' for s in warm)}")
+        seconds = _timed(noop.save, runs)
+        say(f"  {', '.join(f'{s:.2f} s' for s in seconds)}")
+        return seconds
+
+
 def _timed(scan: Callable[[], Any], runs: int) -> list[float]:
     seconds = []
     for _ in range(runs):
@@ -88,11 +139,19 @@ def run(
     runs: int = 5,
     warmups: int = 3,
     master: str = "local[2]",
+    standalone: bool = False,
+    environ: Mapping[str, str] | None = None,
     directory: str | None = None,
     out: TextIO | None = None,
 ) -> list[dict[str, Any]]:
-    """The two measurements as table rows (``events_per_s``, ``ratio`` to the baseline)."""
+    """The measurements as table rows (``events_per_s``, ``ratio`` to the baseline): pyarrow,
+    the data source on ``master``, and with ``standalone`` the data source on a Spark
+    standalone cluster started on this machine (:mod:`segmentstore.jobs.standalone`) with
+    the daemons' environment ``environ``."""
     out = out or sys.stderr
+    masters = [_Master(master, master)]
+    if standalone:
+        masters.append(_Master("standalone cluster", None))
 
     def say(text: str) -> None:
         print(text, file=out, flush=True)
@@ -114,36 +173,14 @@ def run(
         baseline = _timed(lambda: pyarrow_scan(uri, manifests), runs)
         say(f"  {', '.join(f'{s:.2f} s' for s in baseline)}")
 
-        say(f"starting Spark ({master}) ...")
-        from segmentstore.jobs.session import (
-            start_session,  # only now: the baseline never loads Spark
-        )
-
-        begun = time.perf_counter()
-        spark = start_session(master, "segmentstore-bench")
-        say(f"  {time.perf_counter() - begun:.1f} s")
-        try:
-            events = spark.read.format("segmentstore").options(tier2=uri, segments="bench/*").load()
-            begun = time.perf_counter()
-            counted = events.count()
-            assert counted == expected, f"the data source returned {counted} of {expected} events"
-            first = time.perf_counter() - begun
-            say(f"  first query (a count; it starts the Python workers): {first:.1f} s")
-            noop = events.write.format("noop").mode("overwrite")
-            say(f"data source: {warmups} untimed + {runs} timed scans ...")
-            warm = _timed(noop.save, warmups)
-            say(f"  untimed: {', '.join(f'{s:.2f} s' for s in warm)}")
-            spark_seconds = _timed(noop.save, runs)
-            say(f"  {', '.join(f'{s:.2f} s' for s in spark_seconds)}")
-        finally:
-            spark.stop()
+        cases = [("pyarrow, 1 process", baseline)]
+        for case_master in masters:
+            seconds = _spark_scan(case_master, uri, expected, runs, warmups, say, environ or {})
+            cases.append((f"data source, {case_master.label}", seconds))
 
     base_rate = expected / statistics.median(baseline)
     rows = []
-    for case, seconds in (
-        ("pyarrow, 1 process", baseline),
-        (f"data source, {master}", spark_seconds),
-    ):
+    for case, seconds in cases:
         median = statistics.median(seconds)
         rows.append(
             {

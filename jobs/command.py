@@ -33,12 +33,17 @@ def run_job(
     master: str,
     output: str | None = None,
     overwrite: bool = False,
+    python: str | None = None,
+    conf: Mapping[str, str] | None = None,
 ) -> JobSummary:
-    """Run ``job`` on a new session over the data source ``options``; stops the session."""
+    """Run ``job`` on a new session over the data source ``options``; stops the session.
+
+    ``python`` is the executors' Python and ``conf`` more Spark settings
+    (:func:`segmentstore.jobs.session.start_session`)."""
     if job not in JOBS:
         raise ValueError(f"unknown job {job!r}; jobs: {JOBS}")
     begun = time.perf_counter()
-    spark = start_session(master, f"segmentstore-{job}")
+    spark = start_session(master, f"segmentstore-{job}", conf, python=python)
     progress = Progress(spark)
     progress.say(
         f"Spark {spark.version} on {master}, started in {time.perf_counter() - begun:.1f} s"

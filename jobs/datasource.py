@@ -14,7 +14,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from segmentstore.jobs.options import ScanOptions
@@ -22,6 +27,7 @@ from segmentstore.jobs.partition_reader import read_partition
 from segmentstore.jobs.planner import ScanPartition, plan_scan
 from segmentstore.jobs.schema import BYTES_DDL, EVENTS_DDL
 from segmentstore.jobs.storage_cache import open_storage
+from segmentstore.jobs.stream_reader import SegmentStoreStreamReader, StreamOptions
 
 
 class SegmentStoreDataSource(DataSource):
@@ -32,10 +38,15 @@ class SegmentStoreDataSource(DataSource):
         return "segmentstore"
 
     def schema(self) -> str:
-        return BYTES_DDL if ScanOptions.parse(self.options).mode == "bytes" else EVENTS_DDL
+        mode = str(self.options.get("mode", "events")).lower()
+        return BYTES_DDL if mode == "bytes" else EVENTS_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return SegmentStoreReader(ScanOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream.format("segmentstore")``: :mod:`segmentstore.jobs.stream_reader`."""
+        return SegmentStoreStreamReader(StreamOptions.parse(self.options))
 
 
 class SegmentStoreReader(DataSourceReader):

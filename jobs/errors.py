@@ -5,6 +5,8 @@ ScanError
 ├── DataLossError      bytes the snapshot promises are gone: a missing chunk, truncated data
 └── BrokenFramingError bytes that are not the event framing where events must be
 
+ExecutorPythonError    the executors' Python cannot run the data source (no pyarrow, no project)
+
 Every message names the segment and, where there is one, the offset and the chunk, so that a
 failed Spark job says what is wrong without a debugger. Tier 2's own errors (an unreachable
 backend) pass through unchanged.
@@ -42,3 +44,8 @@ class BrokenFramingError(ScanError):
         )
         self.segment = segment
         self.offset = offset
+
+
+class ExecutorPythonError(RuntimeError):
+    """The Python that Spark's executors run lacks what the data source needs; the message
+    names that Python, what it lacks and what to install."""

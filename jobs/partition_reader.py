@@ -71,7 +71,7 @@ def _read_events(
         chunk = _chunk_at(partition.chunks, position)
         window_end = min(chunk.end_offset, position + window_bytes, stop)
         read_end = min(max(window_end, position + need), stop)
-        data = _read(storage, partition.chunks, position, read_end)
+        data = read_range(storage, partition.chunks, position, read_end)
         walk = walk_events(data, segment, position)
         if walk.starts:
             yield events_batch(data, walk, segment, position, chunk.key)
@@ -94,7 +94,7 @@ def _read_bytes(
     for position in range(partition.start, partition.stop, window_bytes):
         end = min(position + window_bytes, partition.stop)
         chunk = _chunk_at(partition.chunks, position)
-        data = _read(storage, partition.chunks, position, end)
+        data = read_range(storage, partition.chunks, position, end)
         yield bytes_batch(data, partition.segment, position, chunk.key)
 
 
@@ -106,7 +106,8 @@ def _chunk_at(chunks: tuple[ChunkInfo, ...], offset: int) -> ChunkInfo:
     return chunks[index]
 
 
-def _read(storage: ChunkStorage, chunks: tuple[ChunkInfo, ...], start: int, end: int) -> bytes:
+def read_range(storage: ChunkStorage, chunks: tuple[ChunkInfo, ...], start: int, end: int) -> bytes:
+    """Segment bytes ``[start, end)`` from ``chunks``, which must hold them."""
     pieces = []
     position = start
     while position < end:

@@ -88,9 +88,14 @@ class ScanPlan:
     lost: list[LostRange] = field(default_factory=list)
 
 
-def plan_scan(options: ScanOptions, storage: ChunkStorage) -> ScanPlan:
-    """Read the manifests (once each) and cut the scan into partitions."""
-    manifests = _selected_manifests(options, storage)
+def plan_scan(options: ScanOptions, storage: ChunkStorage, *, exact_ends: bool = False) -> ScanPlan:
+    """Read the manifests (once each) and cut the scan into partitions.
+
+    ``exact_ends``: each segment's ending offset is known to be an event boundary (a streaming
+    micro-batch's), so its last partition must end exactly there too, not before a partial
+    event that the next micro-batch would then skip.
+    """
+    manifests = selected_manifests(options, storage)
     names = {m.name for m in manifests}
     for option, offsets in (
         ("starting_offsets", options.starting_offsets),
@@ -102,16 +107,22 @@ def plan_scan(options: ScanOptions, storage: ChunkStorage) -> ScanPlan:
     reader = SegmentReader(storage)
     with ThreadPoolExecutor(_SIDECAR_READERS, thread_name_prefix="plan") as pool:
         for manifest in manifests:
-            _plan_segment(manifest, options, storage, reader, pool, plan)
+            _plan_segment(manifest, options, storage, reader, pool, plan, exact_ends)
     return plan
 
 
-def _selected_manifests(options: ScanOptions, storage: ChunkStorage) -> list[SegmentManifest]:
+def selected_manifests(
+    options: ScanOptions, storage: ChunkStorage, *, required: bool = True
+) -> list[SegmentManifest]:
+    """The manifests of the selected segments, by name; a named segment without one is an
+    error if ``required``, else left out (a stream waits for its first flush)."""
     selection = options.segments
     found: dict[str, SegmentManifest] = {}
     store = ManifestStore(storage)
     for name in selection.names:
         loaded = store.load(name)
+        if loaded is None and not required:
+            continue
         if loaded is None:
             raise ScanOptionsError(
                 f"segment {name!r} has no manifest in Tier 2 at {storage.uri} "
@@ -135,6 +146,7 @@ def _plan_segment(
     reader: SegmentReader,
     pool: ThreadPoolExecutor,
     plan: ScanPlan,
+    exact_ends: bool,
 ) -> None:
     name = manifest.name
     start = _starting_offset(manifest, options, plan)
@@ -179,7 +191,12 @@ def _plan_segment(
     for begin, end in zip(boundaries, [*boundaries[1:], stop], strict=True):
         plan.partitions.append(
             ScanPartition(
-                name, "events", begin, end, end != stop, _chunks_between(chunks, begin, end)
+                name,
+                "events",
+                begin,
+                end,
+                exact_ends or end != stop,
+                _chunks_between(chunks, begin, end),
             )
         )
 

@@ -115,6 +115,11 @@ def add_command(commands: Any) -> None:
     spark.add_argument("--runs", type=int, default=5, help="timed scans per case (median)")
     spark.add_argument("--warmups", type=int, default=3, help="untimed Spark scans first")
     spark.add_argument("--master", default="local[2]", help="Spark master URL")
+    spark.add_argument(
+        "--standalone",
+        action="store_true",
+        help="also scan on a standalone cluster started on 127.0.0.1 (same data, same run)",
+    )
     spark.add_argument("--dir", default=None, help="where Tier 2 is written (default: temp dir)")
     spark.add_argument("--json", default=None, help="also write the results here")
     spark.set_defaults(run=_spark)
@@ -203,6 +208,8 @@ def _spark(args: argparse.Namespace) -> int:
         runs=args.runs,
         warmups=args.warmups,
         master=args.master,
+        standalone=args.standalone,
+        environ=os.environ,
         directory=args.dir,
     )
     print_table(

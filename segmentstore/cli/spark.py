@@ -37,6 +37,19 @@ def add_command(commands: Any) -> None:
         command.add_argument("--ending-offsets", default="latest", help='or {"seg": N}')
         command.add_argument("--fail-on-data-loss", choices=["true", "false"], default="true")
         command.add_argument("--master", default="local[2]", help="Spark master URL")
+        command.add_argument(
+            "--python",
+            default=None,
+            help="the executors' Python, at the same path on every worker (default: "
+            "$PYSPARK_PYTHON, else this interpreter)",
+        )
+        command.add_argument(
+            "--conf",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a Spark setting, e.g. spark.executor.memory=4g (repeatable)",
+        )
         command.add_argument("--json", default=None, help="also write the summary here")
         command.set_defaults(run=run)
 
@@ -47,8 +60,22 @@ def use_this_python_for_spark_workers() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+def executor_python(given: str | None) -> str:
+    """``--python``, else ``$PYSPARK_PYTHON``, else this interpreter (which has the jobs)."""
+    return given or os.environ.get("PYSPARK_PYTHON") or sys.executable
+
+
+def key_values(items: list[str], flag: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or not key:
+            raise SystemExit(f"{flag} takes KEY=VALUE, not {item!r}")
+        pairs[key] = value
+    return pairs
+
+
 def run(args: argparse.Namespace) -> int:
-    use_this_python_for_spark_workers()
     from segmentstore.bench.report import print_table, write_json
     from segmentstore.jobs.command import run_job  # lazily: only the spark jobs load Spark
 
@@ -59,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
         "ending_offsets": args.ending_offsets,
         "fail_on_data_loss": args.fail_on_data_loss,
     }
-    for option in args.option:
-        key, _, value = option.partition("=")
+    for key, value in key_values(args.option, "--option").items():
         options[f"tier2.{key}"] = value
     try:
         summary = run_job(
@@ -69,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
             master=args.master,
             output=getattr(args, "output", None),
             overwrite=getattr(args, "overwrite", False),
+            python=executor_python(args.python),
+            conf=key_values(args.conf, "--conf"),
         )
     except Exception as error:  # Spark's errors carry the data source's message inside
         print(f"segmentstore spark {args.job}: failed: {error}", file=sys.stderr)
