@@ -164,3 +164,22 @@ def test_persistence_puts_the_data_directory_on_a_claim_per_pod() -> None:
     ephemeral = render(persistence__enabled="false").one("StatefulSet")
     assert "volumeClaimTemplates" not in ephemeral["spec"]
     assert {"name": "data", "emptyDir": {}} in ephemeral["spec"]["template"]["spec"]["volumes"]
+
+
+@pytest.mark.parametrize(("installed", "asked", "refused"), [(4, 8, True), (4, 4, False)])
+def test_an_upgrade_cannot_change_the_container_count(
+    tmp_path: Path, installed: int, asked: int, refused: bool
+) -> None:
+    # On a cluster the chart looks the installed ConfigMap up; offline there is none, so a copy
+    # of the chart hands the same check an installed ConfigMap that records `installed`.
+    chart = tmp_path / "segmentstore"
+    shutil.copytree(CHART, chart)
+    (chart / "templates" / "upgrade-check.yaml").write_text(
+        '{{- $file := printf "store:\\n  containers: %d\\n" ' + str(installed) + " }}\n"
+        '{{- $installed := dict "data" (dict "segmentstore.yaml" $file) }}\n'
+        '{{- include "segmentstore.refuseChangedContainers" (list $installed .Values) }}\n'
+    )
+    answer = helm("template", "demo", str(chart), "--set", f"config.store.containers={asked}")
+    message = f"config.store.containers is fixed at first install: it is {installed}, and cannot"
+    assert (answer.returncode != 0 and message in answer.stderr) == refused, answer.stderr
+    assert (answer.returncode == 0) != refused

@@ -102,11 +102,21 @@ rather than the pods at start-up.
 {{- end -}}
 {{- end -}}
 {{- $installed := lookup "v1" "ConfigMap" .Release.Namespace (include "segmentstore.fullname" .) -}}
+{{- include "segmentstore.refuseChangedContainers" (list $installed .Values) -}}
+{{- end -}}
+
+{{/*
+Fails when the installed ConfigMap (a lookup's answer, empty on a first install or offline)
+records another container count than the values ask for. Called with (list installed values).
+*/}}
+{{- define "segmentstore.refuseChangedContainers" -}}
+{{- $installed := index . 0 -}}
+{{- $values := index . 1 -}}
 {{- if and $installed $installed.data -}}
-{{- $file := index $installed.data (include "segmentstore.configFile" .) | default "" -}}
+{{- $file := index $installed.data "segmentstore.yaml" | default "" -}}
 {{- $previous := (fromYaml $file).store | default dict -}}
-{{- if and $previous.containers (ne (int $previous.containers) (int .Values.config.store.containers)) -}}
-{{- fail (printf "config.store.containers is fixed at first install: it is %d, and cannot become %d (the data records it)" (int $previous.containers) (int .Values.config.store.containers)) -}}
+{{- if and $previous.containers (ne (int $previous.containers) (int $values.config.store.containers)) -}}
+{{- fail (printf "config.store.containers is fixed at first install: it is %d, and cannot become %d (the data records it)" (int $previous.containers) (int $values.config.store.containers)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
