@@ -11,8 +11,9 @@
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
-# The install extras: `server` is the service; add `cache` for the LMDB cache.
-ARG EXTRAS=server
+# The install extras: `server` is the service, `cluster` its JetStream Tier 1; add `cache` for
+# the LMDB cache.
+ARG EXTRAS=server,cluster
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY segmentstore ./segmentstore
@@ -24,7 +25,7 @@ COPY jobs ./jobs
 RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels ".[${EXTRAS}]"
 
 FROM ${PYTHON_IMAGE}
-ARG EXTRAS=server
+ARG EXTRAS=server,cluster
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH=/opt/segmentstore/bin:${PATH}

@@ -20,21 +20,45 @@ from segmentstore.settings import Settings
 DEPLOYMENT_DEFAULTS = {
     "store.data_dir": "/var/lib/segmentstore",  # the data volume's mount
     "api.host": "0.0.0.0",  # the Services reach the pod on its own address
+    "tier1.jetstream.servers": ["nats://nats:4222"],  # the official chart, as release "nats"
 }
 ENV_PREFIX = "SEGMENTSTORE_"
+# Every secret the chart can take, so that each one's variable is rendered.
+ALL_SECRETS = {
+    "auth__tokens__secret": "admin",
+    "jetstreamCredentials__password": "p",
+    "jetstreamCredentials__token": "t",
+}
 
 
-def _names(config: dict[str, Any]) -> set[str]:
-    return {f"{section}.{key}" for section, keys in config.items() for key in keys}
+def _names(config: dict[str, Any], prefix: str = "") -> set[str]:
+    """The dotted path of every leaf of a settings file (a dict of options is one leaf)."""
+    names: set[str] = set()
+    for key, value in config.items():
+        if isinstance(value, dict) and f"{prefix}{key}" not in LEAF_TABLES:
+            names |= _names(value, f"{prefix}{key}.")
+        else:
+            names.add(f"{prefix}{key}")
+    return names
+
+
+def _value(config: dict[str, Any], name: str) -> Any:
+    for part in name.split("."):
+        config = config[part]
+    return config
 
 
 def _settings_from_env(container: dict[str, Any]) -> set[str]:
     names = (v["name"] for v in container["env"] if v["name"].startswith(ENV_PREFIX))
-    return {name[len(ENV_PREFIX) :].lower().replace("__", ".", 1) for name in names}
+    return {name[len(ENV_PREFIX) :].lower().replace("__", ".") for name in names}
+
+
+# Settings whose value is a table of the user's own keys.
+LEAF_TABLES = {"tier2.options", "auth.tokens"}
 
 
 def test_every_setting_is_a_chart_value_and_every_chart_value_a_setting() -> None:
-    rendered = render(auth__tokens__secret="admin")
+    rendered = render(**ALL_SECRETS)
     in_config = _names(rendered.config_file())
     from_secrets = _settings_from_env(rendered.container())
     assert in_config.isdisjoint(SECRET_SETTINGS), "a secret would be in the ConfigMap"
@@ -54,16 +78,16 @@ def test_the_chart_defaults_are_the_settings_defaults_but_for_the_pod_s_own() ->
     values = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
     model = Settings().model_dump(mode="json")
     for name in _names(values):
-        section, key = name.split(".")
-        expected = DEPLOYMENT_DEFAULTS.get(name, model[section][key])
-        assert values[section][key] == expected, name
+        expected = DEPLOYMENT_DEFAULTS.get(name, _value(model, name))
+        assert _value(values, name) == expected, name
 
 
 def test_the_rendered_file_is_what_print_config_prints(tmp_path: Path) -> None:
-    rendered = render(auth__tokens__t0k3n="write", config__store__containers="8")
+    rendered = render(**ALL_SECRETS, config__store__containers="8")
     config_file = tmp_path / "segmentstore.yaml"
     config_file.write_text(yaml.safe_dump(rendered.config_file()))
-    env = {v["name"]: "{}" for v in rendered.container()["env"] if "valueFrom" in v}
+    env = {v["name"]: "s" for v in rendered.container()["env"] if "valueFrom" in v}
+    env["SEGMENTSTORE_AUTH__TOKENS"] = "{}"
     serve = [sys.executable, "-m", "segmentstore.cli", "serve"]
     answer = subprocess.run(
         [*serve, "--config", str(config_file), "--print-config"],
@@ -75,11 +99,10 @@ def test_the_rendered_file_is_what_print_config_prints(tmp_path: Path) -> None:
     assert answer.returncode == 0, answer.stderr
     printed = json.loads(answer.stdout)
     assert printed["store"]["containers"] == 8
-    without_secrets = {
-        section: {k: v for k, v in keys.items() if f"{section}.{k}" not in SECRET_SETTINGS}
-        for section, keys in printed.items()
-    }
-    assert {s: k for s, k in without_secrets.items() if k} == rendered.config_file()
+    for name in SECRET_SETTINGS:
+        *table, key = name.split(".")
+        _value(printed, ".".join(table)).pop(key)
+    assert {s: k for s, k in printed.items() if k} == rendered.config_file()
 
 
 def test_probes_point_at_healthz_and_readyz_on_the_api_port() -> None:

@@ -24,6 +24,7 @@ def test_there_are_ci_values_for_each_deployment_shape() -> None:
         "auth-on",
         "metrics-on",
         "resources-persistence",
+        "jetstream-tier1",
     }
 
 
@@ -61,6 +62,11 @@ def test_every_rendered_manifest_validates_strictly(values: Path | None) -> None
         (["--set", "config.tier1.mode=nfs"], "config.tier1.mode"),
         (["--set", "auth.tokens.t1=root"], "auth.tokens.t1"),
         (["--set", "persistence.size=lots"], "persistence.size: Does not match pattern"),
+        # a secret is refused where it would land in the ConfigMap
+        (
+            ["--set", "config.tier1.jetstream.password=p"],
+            "config.tier1.jetstream: Additional property password is not allowed",
+        ),
     ],
 )
 def test_the_schema_refuses_bad_values_with_a_clear_message(flags: list[str], message: str) -> None:

@@ -20,6 +20,7 @@ from helm_chart import render, start_pod
 from moto.server import ThreadedMotoServer
 from served_store import ServedStore
 
+from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentStoreError
 
@@ -118,6 +119,38 @@ def test_without_the_secret_the_pod_has_no_s3_keys(tmp_path: Path, moto_endpoint
             pod.wait_ready(60)
     finally:
         pod.stop()
+
+
+@pytest.mark.slow
+def test_the_pod_keeps_tier1_on_jetstream(
+    tmp_path: Path, jetstream_cluster: JetStreamCluster
+) -> None:
+    tier1 = {
+        "mode": "jetstream",
+        "jetstream": {"servers": jetstream_cluster.servers, "stream_prefix": "helm-pod"},
+    }
+    values = tmp_path / "jetstream.yaml"
+    values.write_text(yaml.safe_dump({"config": {"tier1": tier1}}))
+    rendered = render(values, **ON_LOOPBACK)
+    pod = start_pod(rendered, tmp_path / "pod")
+    try:
+        pod.wait_ready(90)
+        with SegmentStoreClient(pod.url) as client:
+            client.create_segment("k8s/js")
+            client.append("k8s/js", b"replicated ")
+            client.append("k8s/js", b"three times")
+    finally:
+        if pod.proc.poll() is None:
+            pod.sigkill()
+    # Killed before any flush: the appends are only in the JetStream streams and come back.
+    assert not (tmp_path / "pod" / "data" / "tier1").exists()
+    again = start_pod(rendered, tmp_path / "pod")
+    try:
+        again.wait_ready(90)
+        with SegmentStoreClient(again.url) as client:
+            assert bytes(client.read("k8s/js", 0).data) == b"replicated three times"
+    finally:
+        _stop_gracefully(again)
 
 
 def _stop_gracefully(pod: ServedStore) -> None:

@@ -84,6 +84,11 @@ app.kubernetes.io/part-of: segmentstore
 {{- if or .Values.tier2Credentials.existingSecret .Values.tier2Credentials.accessKey }}true{{ end -}}
 {{- end -}}
 
+{{/* The Secret that holds the JetStream password and token: an existing one, or the chart's. */}}
+{{- define "segmentstore.jetstreamSecretName" -}}
+{{- default (printf "%s-jetstream" (include "segmentstore.fullname" .)) .Values.jetstreamCredentials.existingSecret -}}
+{{- end -}}
+
 {{/*
 Checks the schema cannot express. The container count is fixed for the life of the data: on an
 upgrade, the installed ConfigMap says what it was, and a different value fails the render here
