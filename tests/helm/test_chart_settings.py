@@ -141,3 +141,11 @@ def test_the_pod_runs_unprivileged_on_a_read_only_root() -> None:
     # The writable places: the data volume and /tmp; the settings are mounted read-only.
     writable = {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")}
     assert writable == {rendered.config_file()["store"]["data_dir"], "/tmp"}
+
+
+def test_with_tls_the_probes_speak_https() -> None:
+    tls = {"config__api__tls_cert_file": "/tls/tls.crt", "config__api__tls_key_file": "/tls/k"}
+    container = render(**tls).container()
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS", probe
+    assert "scheme" not in render().container()["readinessProbe"]["httpGet"]
