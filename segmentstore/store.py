@@ -28,6 +28,7 @@ from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.mapping import container_of
 from segmentstore.containers.recoveries import Recoveries
 from segmentstore.data_dir import claim_data_dir
+from segmentstore.containers.supervisor import ContainerSupervisor
 from segmentstore.errors import (
     ContainerNotFoundError,
     InvalidArgumentError,
@@ -197,6 +198,10 @@ class SegmentStore:
         ]
         log.info("starting %d containers over %s", self._count, data_dir)
         self._recoveries.begin(self.containers)
+        self._supervisor = ContainerSupervisor(
+            self.containers, self.restart_container, self.settings.store
+        )
+        self._supervisor.start()
         self._started = True
         if wait_for_recovery:
             await self.recovered()
@@ -223,6 +228,7 @@ class SegmentStore:
         """Finish pending operations and release every container. Idempotent."""
         if self._started:
             self._started = False
+            await self._supervisor.stop()
             # A recovery under way finishes first: stopping it midway would race with it.
             await self._recoveries.settle()
             await asyncio.gather(*(c.stop() for c in self.containers))

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from segmentstore.containers.status import ContainerStatus
+from segmentstore.tier1 import DataLogCorruptionError
 
 CONTAINER_FIELDS = {
     "id", "epoch", "status", "segments", "tier1_bytes", "tier2_lag_bytes", "last_sequence",
@@ -89,6 +90,8 @@ def offline_container(live: Any) -> Iterator[int]:
     then recovered through the API."""
     container = live.store.containers[1]
     container.status = ContainerStatus.OFFLINE
+    # A permanent failure, so that the supervisor leaves it for the test to recover.
+    container.failure_error = DataLogCorruptionError("tier1", 0, "injected")
     yield 1
     with live.client() as client:
         assert client.post("/v1/containers/1:restart").json()["status"] == "running"
