@@ -49,6 +49,15 @@ class SmallDisk:
             subprocess.run(["umount", "-l", str(self.path)], capture_output=True, check=False)
             self._mounted = False
 
+    def set_read_only(self, read_only: bool) -> None:
+        """Remount read-only (every write fails with ``EROFS``) or writable again."""
+        mode = "ro" if read_only else "rw"
+        done = subprocess.run(
+            ["mount", "-o", f"remount,{mode}", str(self.path)], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise SmallDiskUnavailable(f"cannot remount {self.path} {mode}: {done.stderr.strip()}")
+
     def __enter__(self) -> SmallDisk:
         self.mount()
         return self
