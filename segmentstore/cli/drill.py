@@ -42,6 +42,10 @@ def add_command(commands: Any) -> None:
     drill.add_argument("--writers", type=int, default=8)
     drill.add_argument("--readers", type=int, default=2)
     drill.add_argument("--max-recovery-s", type=float, default=60.0)
+    drill.add_argument(
+        "--hold-s", type=float, nargs=2, default=(2.0, 4.0), metavar=("MIN", "MAX"),
+        help="how long an outage or a full disk is held (drawn between MIN and MAX)",
+    )  # fmt: skip
     drill.add_argument("--json", type=Path, default=None, help="also write the report here")
     drill.set_defaults(run=run)
 
@@ -81,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         writers=args.writers,
         readers=args.readers,
         max_recovery_s=args.max_recovery_s,
+        hold_s=tuple(args.hold_s),
     )
     try:
         with DrillProgress(args.duration) as progress:

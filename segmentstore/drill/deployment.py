@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import shlex
 import shutil
 import subprocess
@@ -46,6 +47,10 @@ class Deployment(Protocol):
         ...
 
     async def tier1_full(self, on: bool) -> None: ...
+
+    def rss_bytes(self) -> int | None:
+        """The node's resident memory, where the drill can see it."""
+        ...
 
 
 def _node_settings(tier2_uri: str, tier2_options: dict[str, Any]) -> dict[str, Any]:
@@ -128,6 +133,16 @@ class SpawnedDeployment:
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
+    def rss_bytes(self) -> int | None:
+        if self.node is None or self.node.proc is None:
+            return None
+        try:
+            status = Path(f"/proc/{self.node.proc.pid}/status").read_text()
+        except OSError:
+            return None
+        found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+        return None if found is None else int(found.group(1)) << 10
+
     async def kill(self, rng: random.Random, torn_tail: bool) -> None:
         assert self.node is not None
         await asyncio.to_thread(self.node.sigkill)
@@ -205,3 +220,6 @@ class RunningDeployment:
 
     async def tier1_full(self, on: bool) -> None:
         raise RuntimeError(self.unavailable["tier1_full"])
+
+    def rss_bytes(self) -> int | None:
+        return None

@@ -28,6 +28,7 @@ KINDS = (
     "torn_tail",
 )
 PROBE_PREFIX = "drill-probe/"
+_STEADY_LAG_BYTES = 1 << 20
 
 
 @dataclass
@@ -79,9 +80,32 @@ class FaultInjector:
                 await self._deployment.tier1_full(False)
             else:
                 await self._deployment.tier2(kind, False)
-        outcome = await self._healed(time.monotonic())
+        lifted = time.monotonic()
+        lag_at_lift = await self._tier2_lag()
+        outcome = await self._healed(lifted)
         outcome.note = note
+        if kind != "tier1_full":
+            outcome.note += await self._caught_up(lifted, lag_at_lift)
         return outcome
+
+    async def _tier2_lag(self) -> int:
+        try:
+            answer = await self._client.get("/v1/containers", timeout=5)
+            return sum(int(c["tier2_lag_bytes"]) for c in answer.json()["containers"])
+        except (httpx.TransportError, ValueError, KeyError):
+            return -1
+
+    async def _caught_up(self, lifted: float, lag_at_lift: int) -> str:
+        """How long Tier 2 took to get back to the lag of steady load (a flush interval's
+        worth of appends): the backlog of the fault is written."""
+        deadline = lifted + self._limit_s
+        while time.monotonic() < deadline:
+            lag = await self._tier2_lag()
+            if 0 <= lag <= _STEADY_LAG_BYTES:
+                took = time.monotonic() - lifted
+                return f"; Tier 2 lag {lag_at_lift >> 10} KiB at lift, caught up in {took:.1f} s"
+            await asyncio.sleep(0.2)
+        return f"; Tier 2 had not caught up {self._limit_s:.0f} s after the fault"
 
     async def _hold(self, kind: str, segments: list[str]) -> str:
         """Hold the fault, looking at statuses and reads meanwhile; what was seen."""
@@ -89,7 +113,9 @@ class FaultInjector:
         statuses: set[str] = set()
         failed_reads = 0
         reads = 0
+        peak_rss = 0
         while time.monotonic() < until:
+            peak_rss = max(peak_rss, self._deployment.rss_bytes() or 0)
             try:
                 answer = await self._client.get("/v1/containers")
                 statuses |= {c["status"] for c in answer.json()["containers"]}
@@ -104,6 +130,8 @@ class FaultInjector:
             await asyncio.sleep(0.2)
         seen = "/".join(sorted(statuses))
         note = f"held; statuses seen {seen}; reads failed {failed_reads}/{reads}"
+        if peak_rss:
+            note += f"; node RSS peak {peak_rss >> 20} MiB"
         if kind != "tier1_full" and statuses - {"running"}:
             note += " (a container stopped during a Tier 2 fault)"
         return note

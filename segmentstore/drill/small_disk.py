@@ -71,17 +71,19 @@ class SmallDisk:
         return stats.f_bavail * stats.f_frsize
 
     def fill(self, leave_bytes: int = 0) -> None:
-        """Write ballast until at most ``leave_bytes`` are free."""
+        """Write ballast until at most ``leave_bytes`` are free (or the disk refuses more)."""
         block = b"\0" * (1 << 20)
-        with open(self.path / _BALLAST, "ab") as ballast:
+        fd = os.open(self.path / _BALLAST, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
             while (free := self.free_bytes) > leave_bytes:
                 try:
-                    ballast.write(block[: min(len(block), free - leave_bytes)])
-                    ballast.flush()
+                    os.write(fd, block[: min(len(block), free - leave_bytes)])
                 except OSError as e:
                     if e.errno != errno.ENOSPC:
                         raise
                     break
+        finally:
+            os.close(fd)
 
     def make_room(self) -> None:
         """Drop the ballast."""
