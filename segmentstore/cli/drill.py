@@ -60,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from segmentstore.drill.progress import DrillProgress
     from segmentstore.drill.runner import DrillOptions, run_drill
 
-    # One line per request would bury the progress display.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # One line per request (the drill's, and moto's) would bury the progress display.
+    for chatty in ("httpx", "werkzeug"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     if args.nodes != 1:
         print("segmentstore drill: --nodes above 1 (cluster mode) is not supported yet",
               file=sys.stderr)  # fmt: skip
