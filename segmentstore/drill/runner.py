@@ -36,7 +36,6 @@ class DrillOptions:
     payload_bytes: tuple[int, int] = (64, 4096)
     hold_s: tuple[float, float] = (2.0, 4.0)
     max_recovery_s: float = 60.0
-    containers: int = 4
 
 
 Progress = Callable[[str, DrillReport, float], None]  # (event, report so far, elapsed s)
@@ -79,7 +78,8 @@ async def _drill(
         rng.randrange(1 << 30),
     )
     await load.create_segments()
-    probes = await find_probes(client, options.containers)
+    containers = (await client.get("/v1/containers")).json()["containers"]
+    probes = await find_probes(client, len(containers))
     injector = FaultInjector(
         deployment, client, probes, rng, options.hold_s, options.max_recovery_s
     )
