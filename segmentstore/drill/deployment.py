@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from segmentstore.drill.node import SpawnedNode, free_port
+from segmentstore.drill.node import SpawnedNode
 from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
+from segmentstore.loopback import free_port
 
 _S3_OPTIONS = {"access_key": "drill", "secret_key": "drill", "region": "us-east-1"}
 
