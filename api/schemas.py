@@ -144,7 +144,7 @@ PUBLIC_STATUSES = ("running", "recovering", "read_only", "offline")
 
 def public_status(container: SegmentContainer) -> str:
     """Running, recovering, read_only (Tier 1 out of space: reads served, appends 507 until it
-    has room; docs/api.md) or offline; a stopped container (between the two halves of a restart, or after
+    has room) or offline; a stopped container (between the two halves of a restart, or after
     the store closed) serves nothing, so it is offline."""
     if container.status is ContainerStatus.STOPPED:
         return "offline"

@@ -173,7 +173,7 @@ class SegmentStore:
                     await refuse_orphaned_tier2(storage, uri, data_dir)
                 await asyncio.to_thread(claim_data_dir, data_dir, self._count)
             else:
-                await self._claim_shared_tier1()
+                await self._claim_shared_tier1(self._jetstream)
         except BaseException:
             await asyncio.to_thread(storage.close)
             raise
@@ -211,14 +211,12 @@ class SegmentStore:
         """Wait until every container has finished recovering (running, or offline)."""
         await self._recoveries.wait()
 
-    async def _claim_shared_tier1(self) -> None:
-        """Tier 1 is shared: the container count is recorded beside the epochs, and this node
-        keeps nothing on its own disk."""
+    async def _claim_shared_tier1(self, jetstream: JetStreamOptions) -> None:
+        """Tier 1 is shared: the container count is kept beside the epochs, not on this disk."""
         from segmentstore.tier1.jetstream import claim_container_count
 
-        assert self._jetstream is not None
         try:
-            await claim_container_count(self._jetstream, self._count)
+            await claim_container_count(jetstream, self._count)
         except DataLogError as error:
             raise InvalidArgumentError(str(error)) from error
 
