@@ -102,11 +102,14 @@ class OffsetAt(BaseModel):
 class ContainerView(BaseModel):
     id: int
     epoch: int
-    status: Literal["running", "recovering", "offline"]
+    status: Literal["running", "recovering", "read_only", "offline"]
     segments: int
     tier1_bytes: int
     tier2_lag_bytes: int
     last_sequence: int
+    reason: str | None = Field(description="why the container is not running, if it is not")
+    tier2_error: str | None = Field(description="the Tier 2 failure being retried, if any")
+    recoveries: int = Field(description="recoveries started by the store itself after a fault")
 
 
 class Containers(BaseModel):
@@ -136,17 +139,16 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 # -- containers ---------------------------------------------------------------------------
 
-PUBLIC_STATUSES = ("running", "recovering", "offline")
+PUBLIC_STATUSES = ("running", "recovering", "read_only", "offline")
 
 
 def public_status(container: SegmentContainer) -> str:
-    """docs/api.md knows running, recovering and offline; a stopped container (between the two
-    halves of a restart, or after the store closed) serves nothing, so it is offline."""
-    if container.status is ContainerStatus.RUNNING:
-        return "running"
-    if container.status is ContainerStatus.RECOVERING:
-        return "recovering"
-    return "offline"
+    """Running, recovering, read_only (Tier 1 out of space: reads served, appends 507 until it
+    has room) or offline; a stopped container (between the two halves of a restart, or after
+    the store closed) serves nothing, so it is offline."""
+    if container.status is ContainerStatus.STOPPED:
+        return "offline"
+    return container.status.value
 
 
 def container_json(container: SegmentContainer) -> dict[str, Any]:
@@ -158,4 +160,7 @@ def container_json(container: SegmentContainer) -> dict[str, Any]:
         "tier1_bytes": container.tier1_bytes,
         "tier2_lag_bytes": container.tier2_lag_bytes,
         "last_sequence": container.last_sequence,
+        "reason": container.failure,
+        "tier2_error": container.tier2_error,
+        "recoveries": container.auto_recoveries,
     }

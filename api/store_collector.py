@@ -24,6 +24,11 @@ _GAUGES: tuple[tuple[str, str, Callable[[SegmentContainer], float]], ...] = (
     ("tier2_lag_bytes", "bytes not yet in Tier 2", lambda c: c.tier2_lag_bytes),
     ("last_sequence", "the last operation's sequence number", lambda c: c.last_sequence),
     (
+        "tier2_retrying",
+        "1 while a Tier 2 failure is being retried",
+        lambda c: c.tier2_error is not None,
+    ),
+    (
         "retention_lag_seconds",
         "how long ago the oldest stored append should have expired (time retention)",
         lambda c: c.retention_lag_ms / 1000,
@@ -39,7 +44,7 @@ class StoreCollector(Collector):
         containers = list(self.store.containers)
         status = GaugeMetricFamily(
             "segmentstore_container_status",
-            "1 for the container's status (running, recovering, offline), 0 for the others",
+            "1 for the container's status (running, recovering, read_only, offline), else 0",
             labels=["container", "status"],
         )
         for c in containers:
@@ -62,6 +67,14 @@ class StoreCollector(Collector):
         for c in containers:
             truncated.add_metric([str(c.id)], c.retention_truncated_bytes)
         yield truncated
+        recoveries = CounterMetricFamily(
+            "segmentstore_container_recoveries",
+            "recoveries the store started by itself after a fault",
+            labels=["container"],
+        )
+        for c in containers:
+            recoveries.add_metric([str(c.id)], c.auto_recoveries)
+        yield recoveries
         yield from self._cache()
 
     def _cache(self) -> Iterator[Metric]:

@@ -44,6 +44,12 @@ class StoreSettings(_Section):
     # How often retention policies are enforced; together with the index interval and the chunk
     # roll settings, this bounds how late expired data is deleted (README, Retention).
     retention_check_interval_ms: int = Field(default=30_000, ge=1)
+    # A failed container is recovered again by itself, first after recovery_retry_min_ms, the
+    # wait doubling per failed try up to recovery_retry_max_ms. One out of Tier 1 space waits
+    # until Tier 1 has recovery_room_bytes free.
+    recovery_retry_min_ms: int = Field(default=500, ge=1)
+    recovery_retry_max_ms: int = Field(default=30_000, ge=1)
+    recovery_room_bytes: int = Field(default=8 * MiB, ge=0)
 
 
 class DurableLogSettings(_Section):

@@ -26,7 +26,9 @@ from segmentstore.arguments import non_negative, retention_policy, whole_bytes
 from segmentstore.cache import BlockArenaCache
 from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.mapping import container_of
+from segmentstore.containers.orphaned_tier2 import is_new_data_dir, refuse_orphaned_tier2
 from segmentstore.containers.recoveries import Recoveries
+from segmentstore.containers.supervisor import ContainerSupervisor
 from segmentstore.data_dir import claim_data_dir
 from segmentstore.errors import (
     ContainerNotFoundError,
@@ -157,22 +159,7 @@ class SegmentStore:
         each recovers in the background (:meth:`recovered` waits for all of them).
         """
         data_dir = self.settings.store.data_dir
-        if self._jetstream is None:
-            await asyncio.to_thread(claim_data_dir, data_dir, self._count)
-        else:
-            # Tier 1 is shared: the container count is recorded beside the epochs, and this
-            # node keeps nothing on its own disk.
-            from segmentstore.tier1.jetstream import claim_container_count
-
-            try:
-                await claim_container_count(self._jetstream, self._count)
-            except DataLogError as error:
-                raise InvalidArgumentError(str(error)) from error
-        cache = self.settings.cache
-        self.cache_manager = CacheManager(
-            BlockArenaCache(cache.max_bytes, block_bytes=cache.block_bytes),
-            self.settings.durable_log.throttle_max_delay_ms,
-        )
+        fresh = is_new_data_dir(data_dir)
         uri = self.settings.tier2_uri()
         try:
             storage = await asyncio.to_thread(
@@ -180,6 +167,21 @@ class SegmentStore:
             )
         except Tier2Error as error:
             raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
+        try:
+            if self._jetstream is None:
+                if fresh:
+                    await refuse_orphaned_tier2(storage, uri, data_dir)
+                await asyncio.to_thread(claim_data_dir, data_dir, self._count)
+            else:
+                await self._claim_shared_tier1(self._jetstream)
+        except BaseException:
+            await asyncio.to_thread(storage.close)
+            raise
+        cache = self.settings.cache
+        self.cache_manager = CacheManager(
+            BlockArenaCache(cache.max_bytes, block_bytes=cache.block_bytes),
+            self.settings.durable_log.throttle_max_delay_ms,
+        )
         self.tier2 = Tier2Reads(
             ObservedChunkStorage(storage, self.observations),
             self.cache_manager,
@@ -197,6 +199,10 @@ class SegmentStore:
         ]
         log.info("starting %d containers over %s", self._count, data_dir)
         self._recoveries.begin(self.containers)
+        self._supervisor = ContainerSupervisor(
+            self.containers, self.restart_container, self.settings.store
+        )
+        self._supervisor.start()
         self._started = True
         if wait_for_recovery:
             await self.recovered()
@@ -204,6 +210,15 @@ class SegmentStore:
     async def recovered(self) -> None:
         """Wait until every container has finished recovering (running, or offline)."""
         await self._recoveries.wait()
+
+    async def _claim_shared_tier1(self, jetstream: JetStreamOptions) -> None:
+        """Tier 1 is shared: the container count is kept beside the epochs, not on this disk."""
+        from segmentstore.tier1.jetstream import claim_container_count
+
+        try:
+            await claim_container_count(jetstream, self._count)
+        except DataLogError as error:
+            raise InvalidArgumentError(str(error)) from error
 
     def _data_log(self, container_id: int) -> DurableDataLog:
         return observed(self._tier1_log(container_id), self.observations)
@@ -223,6 +238,7 @@ class SegmentStore:
         """Finish pending operations and release every container. Idempotent."""
         if self._started:
             self._started = False
+            await self._supervisor.stop()
             # A recovery under way finishes first: stopping it midway would race with it.
             await self._recoveries.settle()
             await asyncio.gather(*(c.stop() for c in self.containers))

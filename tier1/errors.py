@@ -8,6 +8,8 @@ DataLogError
 └── DataLogClosedError      the log was closed while a call was pending
 """
 
+import errno as _errno
+
 
 class DataLogError(Exception):
     """Root of every Tier 1 error."""
@@ -40,6 +42,11 @@ class DataLogWriteError(DataLogError):
     def __init__(self, message: str, errno: int | None = None) -> None:
         super().__init__(message)
         self.errno = errno
+
+    @property
+    def out_of_space(self) -> bool:
+        """The medium is full (or over quota): the log works again once there is room."""
+        return self.errno in (_errno.ENOSPC, _errno.EDQUOT)
 
 
 class DataLogClosedError(DataLogError):

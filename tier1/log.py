@@ -75,6 +75,11 @@ class DurableDataLog(ABC):
     def size_bytes(self) -> int:
         """Bytes the log currently occupies on its medium (for metrics and back-pressure)."""
 
+    def has_room(self, nbytes: int) -> bool:
+        """Whether the medium has about ``nbytes`` free now: after an out-of-space failure, the
+        owner asks this before it reopens the log. A log that cannot tell answers True."""
+        return True
+
     @abstractmethod
     async def close(self) -> None:
         """Wait for queued appends to finish (or fail), release ownership. Idempotent."""

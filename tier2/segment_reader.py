@@ -63,6 +63,10 @@ class SegmentReader:
         in offset order; none if it has no sidecar (:mod:`segmentstore.tier2.time_index`)."""
         return read_time_index(self._storage, chunk)
 
+    def holds_any_segment(self) -> bool:
+        """Whether this Tier 2 location has at least one segment manifest."""
+        return any(is_manifest_key(key) for key in self._storage.list(SEGMENTS_PREFIX))
+
     def list_segments(self, prefix: str = "") -> list[SegmentManifest]:
         """The manifests of every segment whose name starts with ``prefix``, sorted by name.
 

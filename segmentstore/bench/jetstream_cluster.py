@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,18 +24,13 @@ from pathlib import Path
 
 import nats
 
+from segmentstore.loopback import free_port
+
 NATS_SERVER = Path(sys.executable).parent / "nats-server"
 
 
 async def _quiet(error: Exception) -> None:
     """nats-py prints every connection error with its traceback unless told otherwise."""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class JetStreamNode:

@@ -1,6 +1,7 @@
 """The command line: the composition root that alone builds settings and the store.
 
-One module per command group (:mod:`.serve`, :mod:`.tier2`, :mod:`.bench`, :mod:`.spark`);
+One module per command group (:mod:`.serve`, :mod:`.tier2`, :mod:`.bench`, :mod:`.spark`,
+:mod:`.drill`);
 each adds its parser and sets the function that runs it. This package alone may import
 ``segmentstore.api`` and ``segmentstore.jobs``, and only lazily, so that ``segmentstore tier2
 cat`` never loads FastAPI or Spark. It alone reads the environment.
@@ -13,7 +14,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from segmentstore.cli import bench, serve, spark, tier2
+from segmentstore.cli import bench, drill, serve, spark, tier2
 from segmentstore.cli.logs import configure_logging
 from segmentstore.version import VERSION
 
@@ -22,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="segmentstore", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"segmentstore {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in (serve, tier2, bench, spark):
+    for group in (serve, tier2, bench, spark, drill):
         group.add_command(commands)
     return parser
 
@@ -30,11 +31,22 @@ def _parser() -> argparse.ArgumentParser:
 # a module that only an extra installs -> that extra
 _EXTRAS = {
     **dict.fromkeys(
-        ["pydantic", "yaml", "crc32c", "pyarrow", "boto3", "botocore", "fastapi", "uvicorn"],
+        [
+            "pydantic",
+            "yaml",
+            "crc32c",
+            "pyarrow",
+            "boto3",
+            "botocore",
+            "fastapi",
+            "uvicorn",
+            "rich",
+        ],
         "server",
     ),
     "pyspark": "spark",
     "nats": "cluster",
+    "moto": "drill",
     "lmdb": "cache",
 }
 

@@ -2,8 +2,9 @@
 
 Every change goes through the Durable Log; a call returns once Tier 1 has it and the durable
 metadata and read index reflect it. Reads are served from the durable view only, so nothing
-unacknowledged is ever visible. A container that fails (Tier 1 error, corrupt log) goes
-``offline`` on its own; the others in the store carry on.
+unacknowledged is ever visible. A container that fails goes ``read_only`` (Tier 1 out of space:
+acknowledged data is still served) or ``offline`` on its own, keeping the error that took it
+there (``failure_error``) for the supervisor to judge; the others in the store carry on.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from collections.abc import Callable, Iterable
 
 from segmentstore.cache import CacheFullError
 from segmentstore.containers.commit_effects import CommitEffects
+from segmentstore.containers.failures import is_out_of_space
+from segmentstore.containers.gauges import ContainerGauges
 from segmentstore.containers.retention import RetentionEnforcer
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.errors import (
     ContainerUnavailableError,
     EndOfSegmentError,
+    InsufficientStorageError,
     OffsetBeyondEndError,
     SegmentNotFoundError,
     SegmentStoreError,
@@ -56,9 +60,10 @@ log = logging.getLogger(__name__)
 
 # Looking an enum member up on its class costs about 80 ns: the append path reads this instead.
 _RUNNING = ContainerStatus.RUNNING
+_READ_ONLY = ContainerStatus.READ_ONLY
 
 
-class SegmentContainer:
+class SegmentContainer(ContainerGauges):
     def __init__(
         self,
         container_id: int,
@@ -75,6 +80,8 @@ class SegmentContainer:
         self._time_lookup = TimeLookup(tier2.storage, self._time_index_of)
         self.status = ContainerStatus.STOPPED
         self.failure: str | None = None
+        self.failure_error: BaseException | None = None
+        self.auto_recoveries = 0  # recoveries the supervisor started
         self.recovery = RecoveryStats()
         self._reset()
 
@@ -105,7 +112,7 @@ class SegmentContainer:
         self._reset()
         self._cache_manager.register(self._read_indexes)
         self.status = ContainerStatus.RECOVERING
-        self.failure = None
+        self.failure, self.failure_error = None, None
         started = time.monotonic()
         self.recovery = RecoveryStats()
         try:
@@ -157,7 +164,7 @@ class SegmentContainer:
             await self._go_offline(error)
             return
         except CacheFullError as error:
-            await self._go_offline(f"the cache is too small to recover this container: {error}")
+            await self._go_offline(error, f"the cache is too small to recover it: {error}")
             return
         self.recovery.seconds = time.monotonic() - started
         self.status = ContainerStatus.RUNNING
@@ -175,10 +182,10 @@ class SegmentContainer:
         if self.status is not ContainerStatus.OFFLINE:
             self.status = ContainerStatus.STOPPED
 
-    async def _go_offline(self, error: BaseException | str) -> None:
+    async def _go_offline(self, error: BaseException, reason: str | None = None) -> None:
         self.status = ContainerStatus.OFFLINE
-        self.failure = str(error)
-        log.error("container %d offline: %s", self.id, error)
+        self.failure, self.failure_error = reason or str(error), error
+        log.error("container %d offline: %s", self.id, self.failure)
         await self._release_resources()
 
     async def _release_resources(self) -> None:
@@ -194,14 +201,16 @@ class SegmentContainer:
         self._effects.drop_all()  # frees cache entries and wakes tail readers
 
     def _on_log_failure(self, error: BaseException) -> None:
-        self.status = ContainerStatus.OFFLINE
-        self.failure = str(error)
+        # Out of space, everything acknowledged is still in the cache or Tier 2: serve it.
+        out_of_space = is_out_of_space(error)
+        self.status = ContainerStatus.READ_ONLY if out_of_space else ContainerStatus.OFFLINE
+        self.failure, self.failure_error = str(error), error
         self._effects.notify_all()
 
     def writer_failed(self, error: BaseException) -> None:
         """The Storage Writer stopped (fenced by a newer owner, or Tier 2 disagrees with us)."""
         self.status = ContainerStatus.OFFLINE
-        self.failure = f"storage writer: {error}"
+        self.failure, self.failure_error = f"storage writer: {error}", error
         log.error("container %d offline: %s", self.id, self.failure)
         self._effects.notify_all()
 
@@ -265,14 +274,25 @@ class SegmentContainer:
 
     # -- operations -----------------------------------------------------------------------
 
+    def _refusal(self) -> SegmentStoreError:
+        """Why a change is refused while the container is not running."""
+        if self.status is _READ_ONLY:
+            return InsufficientStorageError(
+                f"container {self.id} serves reads only until Tier 1 has room: {self.failure}"
+            )
+        return ContainerUnavailableError(self.id, self.failure or self.status.value)
+
     async def _process(self, op: Operation) -> None:
-        if self._log is None or self.status is not ContainerStatus.RUNNING:
-            raise ContainerUnavailableError(self.id, self.status.value)
+        if self._log is None or self.status is not _RUNNING:
+            raise self._refusal()
         await self._log.process(op)
 
+    def _readable(self) -> None:
+        if self.status is not _RUNNING and self.status is not _READ_ONLY:
+            raise ContainerUnavailableError(self.id, self.failure or self.status.value)
+
     def _segment(self, name: str) -> SegmentMetadata:
-        if self.status is not ContainerStatus.RUNNING:
-            raise ContainerUnavailableError(self.id, self.status.value)
+        self._readable()
         segment = self._durable.segments.get(name)
         if segment is None:
             raise SegmentNotFoundError(name)
@@ -308,7 +328,7 @@ class SegmentContainer:
         durable_log = self._log
         if durable_log is None or self.status is not _RUNNING:
             manager.release(reserved)
-            raise ContainerUnavailableError(self.id, self.status.value)
+            raise self._refusal()
         try:
             # The Durable Log hands the reservation back once the append is settled.
             await durable_log.submit(op, size, reserved)
@@ -402,46 +422,5 @@ class SegmentContainer:
         return self.get_attributes(name)
 
     def segment_names(self) -> list[str]:
-        if self.status is not ContainerStatus.RUNNING:
-            raise ContainerUnavailableError(self.id, self.status.value)
+        self._readable()
         return list(self._durable.segments)
-
-    # -- observability --------------------------------------------------------------------
-
-    @property
-    def segment_count(self) -> int:
-        return len(self._durable.segments)
-
-    @property
-    def last_sequence(self) -> int:
-        return self._durable.sequence
-
-    @property
-    def tier1_bytes(self) -> int:
-        return 0 if self._data_log is None else self._data_log.size_bytes
-
-    @property
-    def tier2_lag_bytes(self) -> int:
-        return 0 if self._writer is None else self._writer.lag_bytes
-
-    @property
-    def storage_writer(self) -> StorageWriter | None:
-        return self._writer
-
-    @property
-    def retention(self) -> RetentionEnforcer | None:
-        return self._retention_enforcer
-
-    @property
-    def retention_lag_ms(self) -> int:
-        return 0 if self._retention_enforcer is None else self._retention_enforcer.lag_ms
-
-    @property
-    def retention_truncated_bytes(self) -> int:
-        enforcer = self._retention_enforcer
-        return 0 if enforcer is None else enforcer.truncated_bytes
-
-    @property
-    def durable_metadata(self) -> ContainerMetadata:
-        """The durable metadata (read-only use: tests check invariants against it)."""
-        return self._durable

@@ -9,4 +9,9 @@ class ContainerStatus(StrEnum):
     STOPPED = "stopped"
     RECOVERING = "recovering"  # replaying Tier 1; not serving yet
     RUNNING = "running"
-    OFFLINE = "offline"  # failed (Tier 1, Tier 2 or a corrupt log): restart it to recover
+    # Tier 1 is out of space: reads of acknowledged data are served, changes answer
+    # insufficient_storage, and the container recovers by itself once Tier 1 has room.
+    READ_ONLY = "read_only"
+    # Failed: recovered by itself with backoff unless the failure is permanent (a corrupt
+    # log, a newer owner), which needs a person.
+    OFFLINE = "offline"

@@ -28,7 +28,6 @@ A Tier 1 failure is final for this instance: every pending and later operation f
 from __future__ import annotations
 
 import asyncio
-import errno
 import functools
 import logging
 import time
@@ -372,7 +371,7 @@ class DurableLog:
 
     def _unavailable(self) -> SegmentStoreError:
         failure = self._failure
-        if isinstance(failure, DataLogWriteError) and failure.errno == errno.ENOSPC:
+        if isinstance(failure, DataLogWriteError) and failure.out_of_space:
             return InsufficientStorageError(f"Tier 1 is out of space: {failure}")
         if isinstance(failure, SegmentStoreError):
             return failure

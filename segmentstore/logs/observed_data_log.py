@@ -57,6 +57,9 @@ class ObservedDataLog(DurableDataLog):
     def size_bytes(self) -> int:
         return self.inner.size_bytes
 
+    def has_room(self, nbytes: int) -> bool:
+        return self.inner.has_room(nbytes)
+
     async def close(self) -> None:
         await self.inner.close()
 

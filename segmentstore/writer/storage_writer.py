@@ -8,10 +8,13 @@ deletes are applied first and in order, so a deleted name's objects are gone bef
 segment of the same name writes any.
 
 After each manifest update it tells the container the new storage length, which makes those
-bytes evictable from the cache and lets Tier 1 truncate behind them. A Tier 2 outage is
-retried with exponential backoff; meanwhile appends go on into Tier 1 and the cache, whose
-bound pushes back once the backlog fills it. A fenced manifest write (a newer owner epoch)
-stops the writer and takes the container offline.
+bytes evictable from the cache and lets Tier 1 truncate behind them. Every Tier 2 failure (an
+outage, a full disk, a refused permission, throttling, a lost manifest race) is retried with
+capped exponential backoff and never stops the writer; meanwhile appends go on into Tier 1 and
+the cache, whose bounds push back (``throttled``) once the backlog fills them, and flushing
+resumes by itself when Tier 2 answers again. Only a fenced manifest write (a newer owner epoch)
+stops the writer and takes the container offline: retrying could never succeed, and the newer
+owner has the segment now.
 
 Before the container serves (``reconcile``), each segment's storage length becomes what its
 Tier 2 manifest says, which may be ahead of the checkpointed metadata (a flush after the last
@@ -33,8 +36,9 @@ from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentM
 from segmentstore.settings import StorageWriterSettings
 from segmentstore.tier2 import (
     ChunkStorage,
-    ManifestConflictError,
+    FencedError,
     ManifestStore,
+    Tier2Error,
     Tier2UnavailableError,
 )
 from segmentstore.writer.segment_flusher import SegmentFlusher
@@ -111,8 +115,10 @@ class StorageWriter:
         self._busy = asyncio.Lock()  # one step at a time: the loop's, or flush_all's
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._stop_requested = asyncio.Event()
         self.flushed_bytes = 0
-        self.last_error: str | None = None
+        self.last_error: str | None = None  # the Tier 2 failure being retried, if any
+        self.failed_attempts = 0
 
     # -- feed (event loop, from the container's commit path) --------------------------------
 
@@ -145,6 +151,7 @@ class StorageWriter:
         """Let the step under way finish (a worker thread cannot be cancelled, and a manifest
         it saved after a restart would race the next owner's), then stop."""
         self._stopping = True
+        self._stop_requested.set()
         self._wakeup.set()
         if self._task is not None:
             await asyncio.wait([self._task], timeout=_STOP_GRACE_S)
@@ -204,16 +211,21 @@ class StorageWriter:
                     log.info("container %d: Tier 2 is back", self._container_id)
                     self.last_error = None
                 return
-            except (Tier2UnavailableError, ManifestConflictError) as error:
-                if isinstance(error, ManifestConflictError):
-                    # Someone else's save got in (a fenced owner's late write is refused by
-                    # epoch); forget what we knew and read the manifests again.
+            except FencedError:
+                raise  # a newer owner has the segment: only stopping is right
+            except Tier2Error as error:
+                if not isinstance(error, Tier2UnavailableError):
+                    # A refused or half-done step (a lost manifest race, a chunk cut short by
+                    # a full disk) leaves our picture of Tier 2 uncertain: read it again.
                     self._flushers.clear()
                 if self.last_error is None:
-                    log.warning("container %d: Tier 2 write failed, retrying: %s",
+                    log.warning("container %d: Tier 2 step failed, retrying: %s",
                                 self._container_id, error)  # fmt: skip
                 self.last_error = str(error)
-                await asyncio.sleep(delay)
+                self.failed_attempts += 1
+                # stop() must not wait out a long backoff.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop_requested.wait(), delay)
                 delay = min(delay * 2, self._settings.retry_max_ms / 1000)
 
     def _next_due(self) -> float | None:

@@ -12,10 +12,14 @@ import httpx
 import pytest
 
 from segmentstore.containers.status import ContainerStatus
+from segmentstore.tier1 import DataLogCorruptionError
 
 CONTAINER_FIELDS = {
     "id", "epoch", "status", "segments", "tier1_bytes", "tier2_lag_bytes", "last_sequence",
+    "recoveries",
 }  # fmt: skip
+# Why a container is not running, and the Tier 2 failure being retried: null when all is well.
+HEALTH_FIELDS = {"reason", "tier2_error"}
 
 
 def _containers(http: httpx.Client) -> list[dict[str, Any]]:
@@ -29,8 +33,9 @@ def test_containers_list(http: httpx.Client, segment: str) -> None:
     containers = _containers(http)
     assert [c["id"] for c in containers] == [0, 1, 2, 3]
     for c in containers:
-        assert set(c) == CONTAINER_FIELDS
+        assert set(c) == CONTAINER_FIELDS | HEALTH_FIELDS
         assert c["status"] == "running"
+        assert c["reason"] is None and c["tier2_error"] is None
         assert all(isinstance(c[k], int) for k in CONTAINER_FIELDS - {"status"})
     home = http.get(f"/v1/segments/{segment}").json()["container"]
     assert containers[home]["segments"] >= 1
@@ -43,7 +48,7 @@ def test_restart_recovers_in_place_with_a_higher_epoch(http: httpx.Client, segme
     r = http.post(f"/v1/containers/{home}:restart")
     assert r.status_code == 200
     after = r.json()
-    assert set(after) == CONTAINER_FIELDS
+    assert set(after) == CONTAINER_FIELDS | HEALTH_FIELDS
     assert after["status"] == "running" and after["epoch"] > before["epoch"]
     assert http.get(f"/v1/segments/{segment}:read", params={"offset": 0}).content == b"durable"
 
@@ -89,6 +94,8 @@ def offline_container(live: Any) -> Iterator[int]:
     then recovered through the API."""
     container = live.store.containers[1]
     container.status = ContainerStatus.OFFLINE
+    # A permanent failure, so that the supervisor leaves it for the test to recover.
+    container.failure_error = DataLogCorruptionError("tier1", 0, "injected")
     yield 1
     with live.client() as client:
         assert client.post("/v1/containers/1:restart").json()["status"] == "running"

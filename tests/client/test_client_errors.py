@@ -14,6 +14,7 @@ from segmentstore.client import RetryPolicy, SegmentStoreClient
 from segmentstore.client.errors import error_from_response
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.errors import SegmentStoreError, leaf_error_classes
+from segmentstore.tier1 import DataLogCorruptionError
 
 from .conftest import FlakyProxy, LiveServer
 
@@ -124,7 +125,9 @@ def test_container_errors(live: LiveServer, client: SegmentStoreClient) -> None:
         client.restart_container(99)
     assert missing.value.container == 99
     container = live.store.containers[1]
-    container.status = ContainerStatus.OFFLINE  # as a failed Tier 1 would leave it
+    container.status = ContainerStatus.OFFLINE  # as a corrupt Tier 1 would leave it
+    # A permanent failure, so that the supervisor does not recover it under the test.
+    container.failure_error = DataLogCorruptionError("tier1", 0, "injected")
     try:
         assert not client.readyz()
         # "myScope/myStream/3" lives in container 1 of 4. A create is not retried on 503.

@@ -75,6 +75,13 @@ class LocalDurableDataLog(DurableDataLog):
     def path(self) -> str:
         return self._directory.path
 
+    def has_room(self, nbytes: int) -> bool:
+        try:
+            stats = os.statvfs(self.path)
+        except OSError:
+            return False
+        return stats.f_bavail * stats.f_frsize >= nbytes
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> int:

@@ -1,0 +1,226 @@
+"""What the drill drills: a deployment it spawns itself, or one that is already running.
+
+A spawned deployment is one node (``segmentstore serve``) in a temporary directory, its data
+directory on a small tmpfs (so Tier 1 can be filled up) and its Tier 2 either a directory on a
+second tmpfs (``file``: it can be filled up, or remounted read-only for an outage) or S3 on a
+moto server in this process (``s3``: stopped and started again on the same port for an
+outage; moto keeps its objects meanwhile). Where tmpfs cannot be mounted, the faults that need
+one are left out and the reason is reported. A running deployment (``--url``) can only be
+drilled through its API and the operator's kill command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from segmentstore.drill.node import SpawnedNode
+from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
+from segmentstore.loopback import free_port
+
+_S3_OPTIONS = {"access_key": "drill", "secret_key": "drill", "region": "us-east-1"}
+
+
+class Deployment(Protocol):
+    url: str
+    # fault kind -> why it cannot be injected here
+    unavailable: dict[str, str]
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def kill(self, rng: random.Random, torn_tail: bool) -> None:
+        """Kill the node (SIGKILL), optionally tear its Tier 1 tail, and have it come back."""
+        ...
+
+    async def tier2(self, fault: str, on: bool) -> None:
+        """Begin (``on``) or end a Tier 2 fault: ``tier2_outage`` or ``tier2_full``."""
+        ...
+
+    async def tier1_full(self, on: bool) -> None: ...
+
+    def rss_bytes(self) -> int | None:
+        """The node's resident memory, where the drill can see it."""
+        ...
+
+
+def _node_settings(tier2_uri: str, tier2_options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "store": {
+            "containers": 4,
+            "recovery_retry_min_ms": 200,
+            "recovery_retry_max_ms": 2000,
+            "recovery_room_bytes": 4 << 20,
+        },
+        "storage_writer": {"flush_interval_ms": 500, "retry_min_ms": 50, "retry_max_ms": 1000},
+        "tier1": {"segment_bytes": 4 << 20},
+        "cache": {"max_bytes": 256 << 20},
+        "tier2": {"uri": tier2_uri, "options": tier2_options},
+    }
+
+
+class SpawnedDeployment:
+    def __init__(self, tier2_kind: str, work_dir: Path | None = None) -> None:
+        self._own_dir = work_dir is None
+        self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="segmentstore-drill-"))
+        self.tier2_kind = tier2_kind
+        self.unavailable: dict[str, str] = {}
+        self._tier1_disk: SmallDisk | None = None
+        self._tier2_disk: SmallDisk | None = None
+        self._moto: Any = None
+        self._moto_port = 0
+        self.node: SpawnedNode | None = None
+        self.url = ""
+
+    async def start(self) -> None:
+        data = self.work_dir / "node-1"
+        self._tier1_disk = self._mount(data, 256 << 20, "tier1_full")
+        if self.tier2_kind == "s3":
+            uri, options = self._start_moto()
+            self.unavailable["tier2_full"] = "S3 (moto) has no size limit to fill"
+        else:
+            tier2_dir = self.work_dir / "tier2"
+            self._tier2_disk = self._mount(tier2_dir, 2 << 30, "tier2_full")
+            if self._tier2_disk is None:
+                self.unavailable["tier2_outage"] = self.unavailable["tier2_full"]
+            uri, options = f"file://{tier2_dir}", {}
+        self.node = SpawnedNode("node-1", data, self.work_dir, _node_settings(uri, options))
+        self.url = self.node.url
+        self.node.start()
+        await asyncio.to_thread(self.node.wait_listening, 120)
+
+    def _mount(self, path: Path, size_bytes: int, fault: str) -> SmallDisk | None:
+        disk = SmallDisk(path, size_bytes)
+        try:
+            disk.mount()
+        except SmallDiskUnavailable as reason:
+            path.mkdir(parents=True, exist_ok=True)
+            self.unavailable[fault] = str(reason)
+            return None
+        return disk
+
+    def _start_moto(self) -> tuple[str, dict[str, Any]]:
+        self._moto_port = free_port()
+        self._start_moto_server()
+        endpoint = f"http://127.0.0.1:{self._moto_port}"
+        options = {"endpoint_url": endpoint, "create_bucket": True, **_S3_OPTIONS}
+        return "s3://segmentstore-drill/tier2", options
+
+    def _start_moto_server(self) -> None:
+        from moto.server import ThreadedMotoServer  # only the s3 drill needs moto
+
+        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self._moto_port, verbose=False)
+        self._moto.start()
+
+    async def close(self) -> None:
+        if self.node is not None:
+            await asyncio.to_thread(self.node.stop)
+        if self._moto is not None:
+            await asyncio.to_thread(self._moto.stop)
+            self._moto = None
+        for disk in (self._tier1_disk, self._tier2_disk):
+            if disk is not None:
+                disk.unmount()
+        if self._own_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def rss_bytes(self) -> int | None:
+        if self.node is None or self.node.proc is None:
+            return None
+        try:
+            status = Path(f"/proc/{self.node.proc.pid}/status").read_text()
+        except OSError:
+            return None
+        found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+        return None if found is None else int(found.group(1)) << 10
+
+    async def kill(self, rng: random.Random, torn_tail: bool) -> None:
+        assert self.node is not None
+        await asyncio.to_thread(self.node.sigkill)
+        if torn_tail:
+            await asyncio.to_thread(_tear_tail, self.node.data_dir, rng)
+        self.node.start()
+
+    async def tier2(self, fault: str, on: bool) -> None:
+        if self.tier2_kind == "s3":
+            if on:
+                await asyncio.to_thread(self._moto.stop)
+            else:
+                await asyncio.to_thread(self._start_moto_server)
+            return
+        assert self._tier2_disk is not None
+        if fault == "tier2_outage":
+            await asyncio.to_thread(self._tier2_disk.set_read_only, on)
+        elif on:
+            await asyncio.to_thread(self._tier2_disk.fill)
+        else:
+            self._tier2_disk.make_room()
+
+    async def tier1_full(self, on: bool) -> None:
+        assert self._tier1_disk is not None
+        if on:
+            await asyncio.to_thread(self._tier1_disk.fill)
+        else:
+            self._tier1_disk.make_room()
+
+
+def _tear_tail(data_dir: Path, rng: random.Random) -> None:
+    """Leave a torn record at the end of one container's last Tier 1 file, as a write cut short
+    by the kill would (the bytes of an append that was never acknowledged)."""
+    logs = sorted((data_dir / "tier1").glob("container-*/*.log"))
+    if not logs:
+        return
+    last_of = {path.parent: path for path in logs}  # names sort: the last file of each
+    victim = rng.choice(sorted(last_of.values()))
+    with open(victim, "ab") as f:
+        f.write(rng.randbytes(rng.randint(1, 3000)))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class RunningDeployment:
+    """A deployment someone else runs: container restarts through the API, and node kills
+    through ``kill_cmd`` (``{node}`` is replaced by the node's host:port), after which the
+    operator's orchestrator must bring the node back."""
+
+    def __init__(self, urls: list[str], kill_cmd: str | None) -> None:
+        self.url = urls[0].rstrip("/")
+        self._urls = urls
+        self._kill_cmd = kill_cmd
+        self.unavailable = {
+            kind: "only a spawned deployment can have this fault"
+            for kind in ("tier2_outage", "tier2_full", "tier1_full", "torn_tail")
+        }
+        if kill_cmd is None:
+            self.unavailable["kill"] = "no --kill-cmd was given"
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def kill(self, rng: random.Random, torn_tail: bool) -> None:
+        assert self._kill_cmd is not None
+        node = urlsplit(rng.choice(self._urls)).netloc
+        command = self._kill_cmd.replace("{node}", shlex.quote(node))
+        await asyncio.to_thread(subprocess.run, command, shell=True, check=False)
+
+    async def tier2(self, fault: str, on: bool) -> None:
+        raise RuntimeError(self.unavailable[fault])
+
+    async def tier1_full(self, on: bool) -> None:
+        raise RuntimeError(self.unavailable["tier1_full"])
+
+    def rss_bytes(self) -> int | None:
+        return None

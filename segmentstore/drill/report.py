@@ -1,0 +1,117 @@
+"""The drill's report: the faults and how long each took to heal, what was acknowledged, and
+whether anything was lost or torn; as a table for people and JSON for machines."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    at_s: float
+    recovery_s: float | None  # None: it did not recover within the limit
+    note: str = ""
+
+
+@dataclass
+class DrillReport:
+    seed: int
+    duration_s: float = 0.0
+    faults: list[FaultRecord] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # fault kind -> why not injected
+    acknowledged: int = 0
+    acknowledged_bytes: int = 0
+    verified: int = 0
+    lost: int = 0
+    torn: int = 0  # bytes that were not whole records
+    duplicated: int = 0
+    duplicates_answered: int = 0
+    exactly_once_failures: int = 0
+    retries: int = 0
+    answers: dict[str, int] = field(default_factory=dict)
+    read_bytes: int = 0
+    problems: list[str] = field(default_factory=list)
+    max_recovery_s: float = 0.0
+
+    def recovery(self) -> dict[str, float | None]:
+        times = sorted(f.recovery_s for f in self.faults if f.recovery_s is not None)
+        return {
+            "p50": _percentile(times, 0.50),
+            "p99": _percentile(times, 0.99),
+            "max": times[-1] if times else None,
+        }
+
+    @property
+    def too_slow(self) -> list[FaultRecord]:
+        return [
+            f for f in self.faults if f.recovery_s is None or f.recovery_s > self.max_recovery_s
+        ]
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.lost == self.torn == self.duplicated == self.exactly_once_failures == 0
+            and not self.too_slow
+            and not self.problems
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["recovery_s"] = self.recovery()
+        doc["passed"] = self.passed
+        return doc
+
+    def write_json(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+    def print_table(self, console: Console) -> None:
+        faults = Table(title="Faults")
+        for column in ("#", "kind", "at (s)", "recovery (s)", "note"):
+            faults.add_column(column)
+        for i, fault in enumerate(self.faults, 1):
+            took = "did not recover" if fault.recovery_s is None else f"{fault.recovery_s:.2f}"
+            faults.add_row(str(i), fault.kind, f"{fault.at_s:.1f}", took, fault.note)
+        console.print(faults)
+        summary = Table(title="Drill", show_header=False)
+        recovery = self.recovery()
+        for label, value in (
+            ("seed", self.seed),
+            ("duration (s)", f"{self.duration_s:.1f}"),
+            ("faults", len(self.faults)),
+            ("acknowledged appends", self.acknowledged),
+            ("acknowledged bytes", self.acknowledged_bytes),
+            ("verified in place", self.verified),
+            ("lost", self.lost),
+            ("torn bytes", self.torn),
+            ("duplicated", self.duplicated),
+            ("retries answered duplicate", self.duplicates_answered),
+            ("exactly-once failures", self.exactly_once_failures),
+            ("recovery p50 / p99 / max (s)", " / ".join(_seconds(recovery[k]) for k in recovery)),
+            ("answers", ", ".join(f"{k}: {v}" for k, v in sorted(self.answers.items()))),
+            ("result", "PASSED" if self.passed else "FAILED"),
+        ):
+            summary.add_row(label, str(value))
+        for kind, why in sorted(self.skipped.items()):
+            summary.add_row(f"not injected: {kind}", why)
+        for problem in self.problems[:20]:
+            summary.add_row("problem", problem)
+        console.print(summary)
+
+
+def _percentile(sorted_values: list[float], q: float) -> float | None:
+    if not sorted_values:
+        return None
+    rank = max(0, math.ceil(q * len(sorted_values)) - 1)
+    return sorted_values[rank]
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

@@ -1,0 +1,181 @@
+"""A drill from start to end: load, faults at moments chosen by the seed, verification after
+each fault and at the end, and the report.
+
+Every fault kind this deployment allows is injected at least once (in an order the seed
+shuffles), after a random pause of one to four seconds each; once each has had its turn, kinds
+are drawn at random until ``duration_s`` is over. After each fault, once the store has healed,
+every segment is read back whole and checked against what the writers were told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from segmentstore.drill.deployment import Deployment
+from segmentstore.drill.faults import KINDS, FaultInjector, find_probes
+from segmentstore.drill.ledger import Verdict
+from segmentstore.drill.load import Load
+from segmentstore.drill.report import DrillReport, FaultRecord
+from segmentstore.drill.verify import VerifyError, exactly_once_failures, verify_all
+
+
+@dataclass(frozen=True)
+class DrillOptions:
+    duration_s: float
+    seed: int
+    faults: tuple[str, ...] = KINDS
+    segments: int = 16
+    writers: int = 8
+    readers: int = 2
+    payload_bytes: tuple[int, int] = (64, 4096)
+    hold_s: tuple[float, float] = (2.0, 4.0)
+    max_recovery_s: float = 60.0
+
+
+Progress = Callable[[str, DrillReport, float], None]  # (event, report so far, elapsed s)
+
+
+async def run_drill(
+    deployment: Deployment, options: DrillOptions, progress: Progress
+) -> DrillReport:
+    report = DrillReport(seed=options.seed, max_recovery_s=options.max_recovery_s)
+    rng = random.Random(options.seed)
+    kinds = [k for k in options.faults if k not in deployment.unavailable]
+    report.skipped = {k: deployment.unavailable[k] for k in options.faults if k not in kinds}
+    await deployment.start()
+    try:
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+        async with httpx.AsyncClient(base_url=deployment.url, timeout=30, limits=limits) as client:
+            await _drill(deployment, client, options, rng, kinds, report, progress)
+    finally:
+        await deployment.close()
+    return report
+
+
+async def _drill(
+    deployment: Deployment,
+    client: httpx.AsyncClient,
+    options: DrillOptions,
+    rng: random.Random,
+    kinds: list[str],
+    report: DrillReport,
+    progress: Progress,
+) -> None:
+    await _wait_ready(client, options.max_recovery_s * 2)
+    names = [f"drill/segment-{i:03d}" for i in range(options.segments)]
+    load = Load(
+        client,
+        names,
+        options.writers,
+        options.readers,
+        options.payload_bytes,
+        rng.randrange(1 << 30),
+    )
+    await load.create_segments()
+    containers = (await client.get("/v1/containers")).json()["containers"]
+    probes = await find_probes(client, len(containers))
+    injector = FaultInjector(
+        deployment, client, probes, rng, options.hold_s, options.max_recovery_s
+    )
+    started = time.monotonic()
+    load.start()
+    first_round = kinds[:]
+    rng.shuffle(first_round)
+    try:
+        while kinds and (first_round or time.monotonic() - started < options.duration_s):
+            await _pause(rng.uniform(1.0, 4.0), started, options.duration_s, report, progress, load)
+            if not first_round and time.monotonic() - started >= options.duration_s:
+                break
+            kind = first_round.pop() if first_round else rng.choice(kinds)
+            at_s = time.monotonic() - started
+            progress(f"fault {kind}", _snapshot(report, load), at_s)
+            outcome = await injector.inject(kind, names)
+            report.faults.append(
+                FaultRecord(kind, round(at_s, 2), outcome.recovery_s, outcome.note)
+            )
+            took = "did not heal" if outcome.recovery_s is None else f"{outcome.recovery_s:.2f} s"
+            progress(
+                f"healed from {kind}: {took}", _snapshot(report, load), time.monotonic() - started
+            )
+            if outcome.recovery_s is not None:
+                _merge(report, await _verify(load, client, options.max_recovery_s))
+        remaining = options.duration_s - (time.monotonic() - started)
+        if remaining > 0:
+            await _pause(remaining, started, options.duration_s, report, progress, load)
+    finally:
+        await load.stop()
+    report.duration_s = time.monotonic() - started
+    await _wait_ready(client, options.max_recovery_s)
+    final = await _verify(load, client, options.max_recovery_s)
+    report.verified = final.checked
+    _merge(report, final)
+    failures = await exactly_once_failures(load, client)
+    report.exactly_once_failures = len(failures)
+    report.problems.extend(failures[:10])
+    _snapshot(report, load)
+    report.problems.extend(load.stats.unexpected[:10])
+    progress("done", report, report.duration_s)
+
+
+def _snapshot(report: DrillReport, load: Load) -> DrillReport:
+    stats = load.stats
+    report.acknowledged = stats.acknowledged
+    report.acknowledged_bytes = stats.acknowledged_bytes
+    report.duplicates_answered = stats.duplicates_answered
+    report.retries = stats.retries
+    report.answers = dict(stats.answers)
+    report.read_bytes = stats.read_bytes
+    report.torn = max(report.torn, stats.reader_torn)
+    return report
+
+
+def _merge(report: DrillReport, verdict: Verdict) -> None:
+    # Each verification reads everything again: the worst one found is the truth.
+    report.lost = max(report.lost, verdict.lost)
+    report.torn = max(report.torn, verdict.torn_bytes)
+    report.duplicated = max(report.duplicated, verdict.duplicated)
+    for problem in verdict.problems:
+        if problem not in report.problems and len(report.problems) < 20:
+            report.problems.append(problem)
+
+
+async def _verify(load: Load, client: httpx.AsyncClient, timeout_s: float) -> Verdict:
+    try:
+        return await verify_all(load, client, timeout_s)
+    except VerifyError as error:
+        verdict = Verdict()
+        verdict.problems.append(f"could not verify: {error}")
+        return verdict
+
+
+async def _pause(
+    seconds: float,
+    started: float,
+    duration_s: float,
+    report: DrillReport,
+    progress: Progress,
+    load: Load,
+) -> None:
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        await asyncio.sleep(min(left, 0.5))
+        progress("", _snapshot(report, load), time.monotonic() - started)
+
+
+async def _wait_ready(client: httpx.AsyncClient, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if (await client.get("/readyz", timeout=5)).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the deployment was not ready within {timeout_s:.0f} s")
+        await asyncio.sleep(0.1)

@@ -1,0 +1,71 @@
+"""Reading every drill segment back and checking it against the ledger, and the exactly-once
+check: every writer's last append, sent again, must be answered ``duplicate``."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import time
+
+import httpx
+
+from segmentstore.drill.ledger import Verdict, check
+from segmentstore.drill.load import Load, segment_path
+from segmentstore.drill.payload import parse, record
+
+_READ_BYTES = 16 << 20
+
+
+class VerifyError(RuntimeError):
+    """The store did not answer well enough, within the deadline, to verify anything."""
+
+
+async def _get(client: httpx.AsyncClient, path: str, deadline: float, **params: int) -> bytes:
+    while True:
+        try:
+            answer = await client.get(path, params=params)
+            if answer.status_code == 200:
+                return answer.content
+            why = f"{answer.status_code} {answer.text[:200]}"
+        except httpx.TransportError as error:
+            why = repr(error)
+        if time.monotonic() > deadline:
+            raise VerifyError(f"GET {path}: {why}")
+        await asyncio.sleep(0.1)
+
+
+async def verify_all(load: Load, client: httpx.AsyncClient, timeout_s: float) -> Verdict:
+    deadline = time.monotonic() + timeout_s
+    verdict = Verdict()
+    for name, live in load.ledgers.items():
+        ledger = copy.deepcopy(live)  # before the read: all of it was acknowledged by then
+        info = await _get(client, segment_path(name), deadline)
+        length = int(json.loads(info)["length"])
+        data = bytearray()
+        while len(data) < length:
+            data += await _get(
+                client,
+                segment_path(name) + ":read",
+                deadline,
+                offset=len(data),
+                max_length=min(_READ_BYTES, length - len(data)),
+            )
+        verdict.add(check(name, ledger, parse(bytes(data[:length])), length))
+    return verdict
+
+
+async def exactly_once_failures(load: Load, client: httpx.AsyncClient) -> list[str]:
+    """Send every writer's last resolved append of every segment again: each must be answered
+    ``duplicate`` and append nothing."""
+    failures = []
+    for name, ledger in load.ledgers.items():
+        for writer, seq in ledger.last_seq.items():
+            data = record(writer, seq, 16)  # the body does not matter: it must not land
+            headers = {"Writer-Id": f"drill-w{writer}", "Writer-Seq": str(seq)}
+            answer = await client.post(
+                segment_path(name) + ":append", content=data, headers=headers
+            )
+            if answer.status_code != 200 or not answer.json().get("duplicate"):
+                failures.append(f"{name}: retry of {writer}/{seq} got {answer.text[:200]}")
+    return failures
