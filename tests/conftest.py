@@ -21,12 +21,8 @@ SMALL = {
 def jetstream_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JetStreamCluster]:
     """A three-node JetStream cluster on loopback, shared by the whole run (each user takes
     streams of its own prefix)."""
-    cluster = JetStreamCluster(tmp_path_factory.mktemp("jetstream"))
-    try:
-        cluster.start()
+    with JetStreamCluster.running(tmp_path_factory.mktemp("jetstream")) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -166,6 +167,17 @@ class JetStreamCluster:
             return info.cluster.leader
         finally:
             await client.close()
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, root: Path) -> Iterator[JetStreamCluster]:
+        """A started cluster under ``root``, stopped (every node, by PID) on the way out."""
+        cluster = cls(root)
+        try:
+            cluster.start()
+            yield cluster
+        finally:
+            cluster.stop()
 
     def stop(self) -> None:
         for node in self.nodes:

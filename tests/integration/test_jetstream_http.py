@@ -26,12 +26,8 @@ WRITERS = 8
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JetStreamCluster]:
-    nodes = JetStreamCluster(tmp_path_factory.mktemp("http-jetstream"))
-    try:
-        nodes.start()
-        yield nodes
-    finally:
-        nodes.stop()
+    with JetStreamCluster.running(tmp_path_factory.mktemp("http-jetstream")) as cluster:
+        yield cluster
 
 
 class Writers:

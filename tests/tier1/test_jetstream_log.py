@@ -123,12 +123,8 @@ async def test_a_stream_that_could_lose_data_is_refused(
 @pytest.fixture(scope="module")
 def killable_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JetStreamCluster]:
     """A cluster of this module's own: its nodes are killed."""
-    cluster = JetStreamCluster(tmp_path_factory.mktemp("killable"))
-    try:
-        cluster.start()
+    with JetStreamCluster.running(tmp_path_factory.mktemp("killable")) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 class Load:
