@@ -1,6 +1,6 @@
 """The HTTP app factory: a thin shell over an embedded :class:`SegmentStore` (docs/api.md).
 
-``create_app`` wires the routes, the one error mapping and four middlewares around a store
+``create_app`` wires the routes, the one error mapping and the middlewares around a store
 that the caller owns: the caller starts it before requests arrive and closes it after (see
 :mod:`segmentstore.api.server`, which does both in the ASGI lifespan). A request passes, outermost
 first:
@@ -9,7 +9,8 @@ first:
 2. auth (``401``/``403`` before anything else is looked at);
 3. the body limit (``413`` before a large body is buffered);
 4. control characters in a segment path (``400 invalid_name``: ``$`` matches before ``\n``);
-5. routing, then the route, whose errors the handlers of :mod:`segmentstore.api.errors` map.
+5. in a cluster, to the node that holds the container (:mod:`segmentstore.api.cluster_routing`);
+6. routing, then the route, whose errors the handlers of :mod:`segmentstore.api.errors` map.
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ from starlette.routing import BaseRoute, Route
 from segmentstore.api.append_path import AppendFastPath
 from segmentstore.api.auth import TokenAuthMiddleware
 from segmentstore.api.bodies import BodyLimitMiddleware
+from segmentstore.api.cluster_routing import ClusterRouting, ForwardingSession
 from segmentstore.api.errors import install_error_handlers
 from segmentstore.api.metrics import Metrics, MetricsMiddleware
 from segmentstore.api.paths import ControlCharacterMiddleware
+from segmentstore.api.routes.cluster import cluster_router
 from segmentstore.api.routes.containers import containers_router
 from segmentstore.api.routes.data import data_router
 from segmentstore.api.routes.health import health_router
 from segmentstore.api.routes.segments import action_router, resource_router
+from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.store import SegmentStore
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -49,6 +53,7 @@ def create_app(
     auth_tokens: Mapping[str, str] | None = None,
     *,
     lifespan: Lifespan | None = None,
+    cluster: ClusterMembership | None = None,
 ) -> FastAPI:
     """The app over ``store``. ``auth_tokens`` maps token to role (``read``, ``write``,
     ``admin``); none means open. ``ValueError`` on an unknown role."""
@@ -74,7 +79,8 @@ def create_app(
         (action_router(store), v1),
         (resource_router(store), v1),
         (containers_router(store), v1),
-        (health_router(store, metrics), []),
+        (cluster_router(store, cluster), v1),
+        (health_router(store, metrics, cluster), []),
     ]
     for router, dependencies in routers:
         app.include_router(router, dependencies=dependencies)
@@ -86,6 +92,10 @@ def create_app(
 
     # add_middleware wraps what is there: the last added is the outermost.
     app.add_middleware(AppendFastPath, store=store, metrics=metrics)
+    forwarding = ForwardingSession(cluster.node_id if cluster is not None else "")
+    app.state.forwarding = forwarding
+    if cluster is not None:
+        app.add_middleware(ClusterRouting, membership=cluster, session=forwarding)
     app.add_middleware(ControlCharacterMiddleware)
     app.add_middleware(BodyLimitMiddleware, raw_limit=store.settings.store.max_append_bytes)
     if auth_tokens:

@@ -110,10 +110,29 @@ class ContainerView(BaseModel):
     reason: str | None = Field(description="why the container is not running, if it is not")
     tier2_error: str | None = Field(description="the Tier 2 failure being retried, if any")
     recoveries: int = Field(description="recoveries started by the store itself after a fault")
+    owner: str | None = Field(description="the cluster node that holds it; null on one node")
 
 
 class Containers(BaseModel):
     containers: list[ContainerView]
+
+
+class ClusterNode(BaseModel):
+    id: str
+    url: str
+    containers: list[int] = Field(description="the containers it holds")
+
+
+class ContainerOwner(BaseModel):
+    id: int
+    owner: str | None = Field(description="the node that holds it; null while it moves")
+    epoch: int | None = Field(description="its Tier 1 epoch under that owner")
+
+
+class ClusterMap(BaseModel):
+    node: str | None = Field(description="the node that answered; null on a single node")
+    nodes: list[ClusterNode]
+    containers: list[ContainerOwner]
 
 
 class ErrorDetail(BaseModel):
@@ -163,4 +182,5 @@ def container_json(container: SegmentContainer) -> dict[str, Any]:
         "reason": container.failure,
         "tier2_error": container.tier2_error,
         "recoveries": container.auto_recoveries,
+        "owner": None,  # a cluster node's listing names it (segmentstore.api.cluster_listing)
     }

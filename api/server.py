@@ -19,25 +19,35 @@ uvicorn re-raises the signal it caught, so the process ends the way the signal s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
 
 from segmentstore.api.app import create_app
+from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
 GRACEFUL_TIMEOUT_S = 10
+# A node stopping gracefully gives its containers this long to drain and move.
+HAND_OVER_TIMEOUT_S = 15
 
 
-def serving_app(store: SegmentStore, auth_tokens: Mapping[str, str] | None = None) -> FastAPI:
-    """The app over an unstarted ``store`` that it starts and closes in its lifespan."""
+def serving_app(
+    store: SegmentStore,
+    auth_tokens: Mapping[str, str] | None = None,
+    cluster: ClusterMembership | None = None,
+) -> FastAPI:
+    """The app over an unstarted ``store`` that it starts and closes in its lifespan; with
+    ``cluster``, the node joins after the store starts and leaves before it closes."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -45,12 +55,43 @@ def serving_app(store: SegmentStore, auth_tokens: Mapping[str, str] | None = Non
         # background, so probes get /healthz 200 and /readyz 503 meanwhile, not a refusal.
         await store.start(wait_for_recovery=False)
         try:
+            if cluster is not None:
+                await cluster.start()
             yield
         finally:
+            if cluster is not None:
+                await cluster.leave()  # at once, if SIGTERM already handed over
+            await app.state.forwarding.close()
             log.info("closing the store")
             await store.close()
 
-    return create_app(store, auth_tokens, lifespan=lifespan)
+    return create_app(store, auth_tokens, lifespan=lifespan, cluster=cluster)
+
+
+class _HandOverFirst(uvicorn.Server):
+    """On SIGTERM or SIGINT a cluster node hands its containers over while it still
+    serves (requests for them are forwarded to their new owners), and only then stops
+    listening; a second signal stops it at once, as usual."""
+
+    def __init__(self, config: uvicorn.Config, cluster: ClusterMembership) -> None:
+        super().__init__(config)
+        self._cluster = cluster
+        self._leaving: asyncio.Task[None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._leaving is not None or self.should_exit:
+            super().handle_exit(sig, frame)
+            return
+        loop = asyncio.get_event_loop()
+        self._leaving = loop.create_task(self._leave_then_exit(sig))
+
+    async def _leave_then_exit(self, sig: int) -> None:
+        try:
+            await asyncio.wait_for(self._cluster.leave(), HAND_OVER_TIMEOUT_S)
+        except Exception:
+            log.exception("handing containers over failed; stopping anyway")
+        finally:
+            super().handle_exit(sig, None)
 
 
 def server_config(
@@ -94,13 +135,14 @@ async def serve(
     tls_cert_file: Path | None = None,
     tls_key_file: Path | None = None,
     uvicorn_logging: bool = True,
+    cluster: ClusterMembership | None = None,
 ) -> None:
     """Serve ``store`` (unstarted) until SIGTERM or SIGINT; returns once it is closed.
 
     ``sockets``, if given, are already bound listening sockets to serve on instead of
     ``host``/``port`` (tests bind port 0 to learn the port before serving).
     """
-    app = serving_app(store, auth_tokens)
+    app = serving_app(store, auth_tokens, cluster)
     config = server_config(
         app,
         host,
@@ -111,5 +153,9 @@ async def serve(
         tls_key_file=tls_key_file,
         uvicorn_logging=uvicorn_logging,
     )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(config) if cluster is None else _HandOverFirst(config, cluster)
+    if sockets:
+        # uvicorn names the address only of sockets it binds itself.
+        host, port = sockets[0].getsockname()[:2]
+        log.info("listening on %s://%s:%d", "https" if tls_cert_file else "http", host, port)
     await server.serve(sockets=list(sockets) if sockets is not None else None)

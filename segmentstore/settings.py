@@ -174,6 +174,20 @@ class Tier1Settings(_Section):
     jetstream: JetStreamSettings = JetStreamSettings()
 
 
+class ClusterSettings(_Section):
+    # Several nodes share one JetStream Tier 1 and one Tier 2 and split the containers.
+    enabled: bool = False
+    # Unique in the cluster and stable across restarts (a StatefulSet's pod name); empty:
+    # the host name.
+    node_id: str = Field(default="", pattern=r"^([A-Za-z0-9_-]{1,64})?$")
+    # Where other nodes and clients reach this node; empty: http://<api.host>:<api.port>
+    # (the host name when api.host is 0.0.0.0).
+    advertise_url: str = ""
+    # A node, or a container's owner, silent for this long is gone and its containers move.
+    # Set once, when the cluster's lease bucket is created; every node then uses that figure.
+    lease_ms: int = Field(default=5_000, ge=1_000, le=600_000)
+
+
 class ApiSettings(_Section):
     # The embedded default serves loopback only; a deployment binds 0.0.0.0 explicitly.
     host: str = "127.0.0.1"
@@ -222,9 +236,12 @@ class Settings(_Section):
     api: ApiSettings = ApiSettings()
     auth: AuthSettings = AuthSettings()
     log: LogSettings = LogSettings()
+    cluster: ClusterSettings = ClusterSettings()
 
     @model_validator(mode="after")
     def _frames_fit_appends(self) -> Settings:
+        if self.cluster.enabled and self.tier1.mode != "jetstream":
+            raise ValueError("cluster.enabled needs tier1.mode = jetstream: the nodes share Tier 1")
         if self.durable_log.max_in_flight_bytes < self.store.max_append_bytes:
             raise ValueError("durable_log.max_in_flight_bytes must hold one maximal append")
         if self.cache.max_bytes < self.store.max_append_bytes + self.cache.block_bytes:

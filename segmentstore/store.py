@@ -20,7 +20,7 @@ from collections.abc import Coroutine, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from segmentstore.arguments import non_negative, retention_policy, whole_bytes
 from segmentstore.cache import BlockArenaCache
@@ -28,10 +28,13 @@ from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.mapping import container_of
 from segmentstore.containers.orphaned_tier2 import is_new_data_dir, refuse_orphaned_tier2
 from segmentstore.containers.recoveries import Recoveries
+from segmentstore.containers.status import ContainerStatus
 from segmentstore.containers.supervisor import ContainerSupervisor
+from segmentstore.containers.tier1_logs import claim_shared_tier1, jetstream_options, tier1_log
 from segmentstore.data_dir import claim_data_dir
 from segmentstore.errors import (
     ContainerNotFoundError,
+    ContainerUnavailableError,
     InvalidArgumentError,
     InvalidEventsError,
     PayloadTooLargeError,
@@ -46,14 +49,10 @@ from segmentstore.reading.events import count as count_events
 from segmentstore.reading.events import encode, event_size_at, whole_events
 from segmentstore.reading.tier2_reads import Tier2Reads
 from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
-from segmentstore.settings import JetStreamSettings, Settings
-from segmentstore.tier1 import DataLogError, DurableDataLog
-from segmentstore.tier1.local import LocalDurableDataLog
+from segmentstore.settings import Settings
+from segmentstore.tier1 import DurableDataLog
 from segmentstore.tier2 import Tier2Error, open_chunk_storage
 from segmentstore.writer.observed_chunk_storage import ObservedChunkStorage
-
-if TYPE_CHECKING:
-    from segmentstore.tier1.jetstream import JetStreamOptions
 
 log = logging.getLogger(__name__)
 
@@ -61,31 +60,6 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=65536)
 def _route(name: str, containers: int) -> int:
     return container_of(validate_segment_name(name), containers)
-
-
-def _jetstream_options(settings: JetStreamSettings) -> JetStreamOptions:
-    # Imported here: nats-py comes with the `cluster` extra, which a local Tier 1 does not need.
-    from segmentstore.tier1.jetstream import JetStreamOptions
-
-    def path(value: Path | None) -> str | None:
-        return None if value is None else os.fspath(value)
-
-    return JetStreamOptions(
-        servers=settings.servers,
-        stream_prefix=settings.stream_prefix,
-        replicas=settings.replicas,
-        ack_timeout_ms=settings.ack_timeout_ms,
-        write_timeout_ms=settings.write_timeout_ms,
-        connect_timeout_ms=settings.connect_timeout_ms,
-        max_in_flight_bytes=settings.max_in_flight_bytes,
-        user=settings.user,
-        password=None if settings.password is None else settings.password.get_secret_value(),
-        token=None if settings.token is None else settings.token.get_secret_value(),
-        credentials_file=path(settings.credentials_file),
-        tls_ca_file=path(settings.tls_ca_file),
-        tls_cert_file=path(settings.tls_cert_file),
-        tls_key_file=path(settings.tls_key_file),
-    )
 
 
 class SegmentStore:
@@ -96,9 +70,11 @@ class SegmentStore:
         self._count = settings.store.containers
         self.containers: list[SegmentContainer] = []
         self._restarts: dict[int, asyncio.Lock] = {}
+        # The containers this process serves: all of them, unless a cluster shares them out.
+        self.owned: set[int] = set()
         self._started = False
         self._jetstream = (
-            _jetstream_options(settings.tier1.jetstream)
+            jetstream_options(settings.tier1.jetstream)
             if settings.tier1.mode == "jetstream"
             else None
         )
@@ -173,7 +149,7 @@ class SegmentStore:
                     await refuse_orphaned_tier2(storage, uri, data_dir)
                 await asyncio.to_thread(claim_data_dir, data_dir, self._count)
             else:
-                await self._claim_shared_tier1(self._jetstream)
+                await claim_shared_tier1(self._jetstream, self._count)
         except BaseException:
             await asyncio.to_thread(storage.close)
             raise
@@ -197,10 +173,13 @@ class SegmentStore:
             )
             for i in range(self._count)
         ]
-        log.info("starting %d containers over %s", self._count, data_dir)
-        self._recoveries.begin(self.containers)
+        # In a cluster the containers are taken one by one, as their leases are won.
+        initial = [] if self.settings.cluster.enabled else self.containers
+        self.owned = {c.id for c in initial}
+        log.info("starting %d of %d containers over %s", len(initial), self._count, data_dir)
+        self._recoveries.begin(initial)
         self._supervisor = ContainerSupervisor(
-            self.containers, self.restart_container, self.settings.store
+            self.containers, self.restart_container, self.settings.store, self.owned.__contains__
         )
         self._supervisor.start()
         self._started = True
@@ -211,28 +190,8 @@ class SegmentStore:
         """Wait until every container has finished recovering (running, or offline)."""
         await self._recoveries.wait()
 
-    async def _claim_shared_tier1(self, jetstream: JetStreamOptions) -> None:
-        """Tier 1 is shared: the container count is kept beside the epochs, not on this disk."""
-        from segmentstore.tier1.jetstream import claim_container_count
-
-        try:
-            await claim_container_count(jetstream, self._count)
-        except DataLogError as error:
-            raise InvalidArgumentError(str(error)) from error
-
     def _data_log(self, container_id: int) -> DurableDataLog:
-        return observed(self._tier1_log(container_id), self.observations)
-
-    def _tier1_log(self, container_id: int) -> DurableDataLog:
-        if self._jetstream is not None:
-            from segmentstore.tier1.jetstream import JetStreamDurableDataLog
-
-            return JetStreamDurableDataLog(self._jetstream, container_id)
-        directory = self.settings.store.data_dir / "tier1" / f"container-{container_id:04d}"
-        tier1 = self.settings.tier1
-        return LocalDurableDataLog(
-            directory, segment_bytes=tier1.segment_bytes, segment_ms=tier1.segment_ms
-        )
+        return observed(tier1_log(self.settings, self._jetstream, container_id), self.observations)
 
     async def close(self) -> None:
         """Finish pending operations and release every container. Idempotent."""
@@ -254,6 +213,24 @@ class SegmentStore:
             await container.stop()
             await self._recoveries.recover(container)
         return container
+
+    async def take_container(self, container_id: int) -> SegmentContainer:
+        """Serve a container from now on (its lease was won): recover it, fencing its
+        previous owner out of Tier 1."""
+        container = self.container(container_id)
+        async with self._restarts.setdefault(container_id, asyncio.Lock()):
+            self.owned.add(container_id)
+            await container.stop()
+            await self._recoveries.recover(container)
+        return container
+
+    async def release_container(self, container_id: int) -> None:
+        """Stop serving a container (handed over, or its lease lost): finish what is in
+        flight, then forget it."""
+        container = self.container(container_id)
+        async with self._restarts.setdefault(container_id, asyncio.Lock()):
+            self.owned.discard(container_id)
+            await container.release()
 
     def container(self, container_id: int) -> SegmentContainer:
         if not 0 <= container_id < len(self.containers):
@@ -440,9 +417,19 @@ class SegmentStore:
     async def list_segments(
         self, prefix: str = "", *, after: str | None = None, limit: int | None = None
     ) -> list[str]:
-        """Segment names starting with ``prefix``, sorted by code point, after ``after``."""
+        """Segment names starting with ``prefix``, sorted by code point, after ``after``.
+        In a cluster, the names of the containers this node holds, all of which must be
+        running (a page missing a recovering container's names would be wrong)."""
+        if self.settings.cluster.enabled:
+            for c in self.containers:
+                if c.id in self.owned and c.status is not ContainerStatus.RUNNING:
+                    raise ContainerUnavailableError(c.id, c.failure or c.status.value)
         names = sorted(
-            n for c in self.containers for n in c.segment_names() if n.startswith(prefix)
+            n
+            for c in self.containers
+            if c.id in self.owned
+            for n in c.segment_names()
+            if n.startswith(prefix)
         )
         if after is not None:
             names = [n for n in names if n > after]

@@ -35,6 +35,7 @@ UNITS = {
     "segmentstore.reading": "reading",
     "segmentstore.writer": "writer",
     "segmentstore.containers": "containers",
+    "segmentstore.cluster": "cluster",
     "segmentstore.store": "store",
     "segmentstore.config": "config",
     "segmentstore.api": "api",
@@ -59,19 +60,21 @@ ALLOWED = {
     "containers": {"vocabulary", *CORE - {"store"}, *STORAGE},
     "store": {"vocabulary", *CORE, *STORAGE},
     "config": {"vocabulary"},
-    "api": {"vocabulary", "store", "containers"},
+    # a cluster node's membership: the store's containers and the leases beside Tier 1
+    "cluster": {"vocabulary", "store", "containers", "tier1"},
+    "api": {"vocabulary", "store", "containers", "cluster"},
     "jobs": {"tier2"},
     # the client's few imports are plain data: test_client_package proves no backend loads
     "client": {"vocabulary", "metadata", "reading"},
     "bench": {"vocabulary", "store", "containers", "client", "tier2"},
     # the drill speaks to a deployment over HTTP only: it knows the store by its contract
     "drill": {"vocabulary"},
-    "cli": {"vocabulary", "config", "store", "bench", "drill", "tier2", "api", "jobs"},
+    "cli": {"vocabulary", "config", "store", "bench", "drill", "tier2", "api", "jobs", "cluster"},
 }
 PACKAGE_SURFACE = {"vocabulary", "metadata", "store"}  # what segmentstore/__init__ re-exports
 # the composition root imports these only inside functions, so that `segmentstore tier2 cat`
 # never loads FastAPI or Spark
-LAZY_FOR_CLI = {"api", "jobs", "bench", "store", "drill"}
+LAZY_FOR_CLI = {"api", "jobs", "bench", "store", "drill", "cluster"}
 # third-party package -> the only units that may import it
 FRAMEWORKS = {
     "fastapi": {"api"},

@@ -1,5 +1,5 @@
 """Probes and metrics, outside ``/v1`` and never behind auth: ``/healthz`` (the process
-answers), ``/readyz`` (every container of this process is running) and ``/metrics``."""
+answers), ``/readyz`` (every container this process holds is running) and ``/metrics``."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from fastapi.responses import JSONResponse, Response
 from segmentstore.api.errors import error_json
 from segmentstore.api.metrics import CONTENT_TYPE, Metrics
 from segmentstore.api.schemas import container_json, error_responses, public_status
+from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.store import SegmentStore
 
 
-def health_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
+def health_router(
+    store: SegmentStore, metrics: Metrics, cluster: ClusterMembership | None = None
+) -> APIRouter:
     router = APIRouter(tags=["operations"])
 
     @router.get(
@@ -28,8 +31,18 @@ def health_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
         summary="Readiness: 200 only if every container is running",
     )
     async def readyz() -> Response:
-        waiting = [c for c in store.containers if public_status(c) != "running"]
-        if not store.containers or waiting:
+        waiting = [
+            c for c in store.containers if c.id in store.owned and public_status(c) != "running"
+        ]
+        if cluster is not None and not cluster.ready():
+            return error_json(
+                503,
+                "container_unavailable",
+                "this node has not joined the cluster, or is leaving it, or is still"
+                " recovering the containers it holds",
+                {"containers": [container_json(c) for c in waiting]},
+            )
+        if (not store.containers or waiting) and cluster is None:
             return error_json(
                 503,
                 "container_unavailable",

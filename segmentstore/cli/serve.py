@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,9 @@ _FLAG_KEYS = {
     "tier2": ("tier2", "uri"),
     "log_level": ("log", "level"),
     "log_format": ("log", "format"),
+    "cluster": ("cluster", "enabled"),
+    "node_id": ("cluster", "node_id"),
+    "advertise": ("cluster", "advertise_url"),
 }
 
 
@@ -50,6 +54,16 @@ def add_command(commands: Any) -> None:
         "--nats",
         default=None,
         help="JetStream server URLs, comma-separated (tier1.jetstream.servers)",
+    )
+    serve.add_argument(
+        "--cluster",
+        action="store_true",
+        default=None,
+        help="share the containers with the other nodes of the same JetStream Tier 1",
+    )
+    serve.add_argument("--node-id", default=None, help="this node's id (default: host name)")
+    serve.add_argument(
+        "--advertise", default=None, help="the URL others reach this node at (cluster mode)"
     )
     serve.add_argument("--tls-cert-file", type=Path, default=None, help="serve HTTPS: PEM cert")
     serve.add_argument("--tls-key-file", type=Path, default=None, help="... and its PEM key")
@@ -95,10 +109,34 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, os.environ, flags)
 
 
+def _with_node_identity(settings: Settings) -> Settings:
+    """A cluster node's id defaults to the host name (a StatefulSet pod's is stable), and
+    its advertised URL to its own address."""
+    cluster = settings.cluster
+    if not cluster.enabled:
+        return settings
+    node_id = cluster.node_id or socket.gethostname().split(".")[0]
+    url = cluster.advertise_url
+    if not url:
+        api = settings.api
+        host = socket.gethostname() if api.host in ("0.0.0.0", "::", "") else api.host
+        scheme = "https" if api.tls_cert_file else "http"
+        url = f"{scheme}://{host}:{api.port}"
+    return settings.with_overrides(cluster={"node_id": node_id, "advertise_url": url})
+
+
 def _serve(settings: Settings) -> None:
     from segmentstore.api.server import serve  # lazily: 'segmentstore tier2 cat' never loads it
     from segmentstore.store import SegmentStore
 
+    sockets = None
+    if settings.cluster.enabled and settings.api.port == 0 and not settings.cluster.advertise_url:
+        # The advertised URL needs the port before the node joins, which is before uvicorn
+        # binds: bind here and hand uvicorn the socket.
+        listener = socket.create_server((settings.api.host, 0))
+        sockets = [listener]
+        settings = settings.with_overrides(api={"port": listener.getsockname()[1]})
+    settings = _with_node_identity(settings)
     api = settings.api
     scheme = "https" if api.tls_cert_file else "http"
     log.info(
@@ -111,8 +149,14 @@ def _serve(settings: Settings) -> None:
         settings.tier2_uri(),
         "on" if settings.auth.tokens else "off",
     )
+    store = SegmentStore(settings)
+    cluster = None
+    if settings.cluster.enabled:
+        from segmentstore.cluster.membership import on_jetstream
+
+        cluster = on_jetstream(store, settings)
     service = serve(
-        SegmentStore(settings),
+        store,
         api.host,
         api.port,
         settings.auth.roles(),
@@ -120,6 +164,8 @@ def _serve(settings: Settings) -> None:
         tls_cert_file=api.tls_cert_file,
         tls_key_file=api.tls_key_file,
         uvicorn_logging=False,  # its records take the process's one format
+        cluster=cluster,
+        sockets=sockets,
     )
     try:
         import uvloop  # uvicorn[standard] brings it: a faster event loop

@@ -182,6 +182,12 @@ class SegmentContainer(ContainerGauges):
         if self.status is not ContainerStatus.OFFLINE:
             self.status = ContainerStatus.STOPPED
 
+    async def release(self) -> None:
+        """Stop for good on this node (another owns it now): no failure is kept."""
+        await self._release_resources()
+        self.status = ContainerStatus.STOPPED
+        self.failure, self.failure_error = None, None
+
     async def _go_offline(self, error: BaseException, reason: str | None = None) -> None:
         self.status = ContainerStatus.OFFLINE
         self.failure, self.failure_error = reason or str(error), error

@@ -39,3 +39,8 @@ def is_out_of_space(error: BaseException | None) -> bool:
     if isinstance(error, InsufficientStorageError):
         return True
     return isinstance(error, DataLogWriteError) and error.out_of_space
+
+
+def is_fenced(error: BaseException | None) -> bool:
+    """A newer owner of the container raised its epoch: this one must stop serving it."""
+    return isinstance(error, DataLogFencedError | FencedError)

@@ -36,8 +36,11 @@ class ContainerSupervisor:
         containers: Sequence[SegmentContainer],
         restart: Callable[[int], Awaitable[SegmentContainer]],
         settings: StoreSettings,
+        owned: Callable[[int], bool] = lambda _: True,
     ) -> None:
         self._containers = containers
+        # In a cluster, a container this node does not hold is another node's to recover.
+        self._owned = owned
         self._restart = restart
         self._min_s = settings.recovery_retry_min_ms / 1000
         self._max_s = max(settings.recovery_retry_max_ms, settings.recovery_retry_min_ms) / 1000
@@ -72,7 +75,7 @@ class ContainerSupervisor:
 
     async def _look_at(self, container: SegmentContainer) -> None:
         cid = container.id
-        if container.status is ContainerStatus.RUNNING:
+        if container.status is ContainerStatus.RUNNING or not self._owned(cid):
             self._delay_s.pop(cid, None)
             self._next_at.pop(cid, None)
             self._reported.discard(cid)

@@ -19,7 +19,7 @@ CONTAINER_FIELDS = {
     "recoveries",
 }  # fmt: skip
 # Why a container is not running, and the Tier 2 failure being retried: null when all is well.
-HEALTH_FIELDS = {"reason", "tier2_error"}
+HEALTH_FIELDS = {"reason", "tier2_error", "owner"}
 
 
 def _containers(http: httpx.Client) -> list[dict[str, Any]]:

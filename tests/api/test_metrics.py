@@ -70,6 +70,7 @@ def test_every_route_is_labelled_by_its_template(live: Any, http: httpx.Client) 
         ("POST", f"/v1/segments/{s}:truncate", {"json": {"offset": 0}}),
         ("POST", f"/v1/segments/{s}:seal", {}),
         ("GET", "/v1/containers", {}),
+        ("GET", "/v1/cluster", {}),
         ("POST", "/v1/containers/0:restart", {}),
         ("GET", "/healthz", {}),
         ("GET", "/readyz", {}),

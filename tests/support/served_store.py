@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
-_RUNNING_ON = re.compile(r"Uvicorn running on (https?)://127\.0\.0\.1:(\d+)")
+_RUNNING_ON = re.compile(r"(?:Uvicorn running on|listening on) (https?)://127\.0\.0\.1:(\d+)")
 
 
 class ServedStore:
@@ -93,12 +93,17 @@ class ServedStore:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
 
+    def wait_listening(self, timeout_s: float) -> str:
+        """Until the server listens (it may not be ready yet); its URL."""
+        if not self._port_known.wait(timeout_s) or self.port is None:
+            raise RuntimeError(f"the server did not start (exit {self.proc.poll()}):\n{self.log()}")
+        return self.url
+
     def wait_ready(self, timeout_s: float, **client_options: Any) -> None:
         """Until ``/readyz`` answers 200 (every container recovered); ``client_options`` go
         to the httpx client that asks (``verify=`` for HTTPS)."""
         deadline = time.monotonic() + timeout_s
-        if not self._port_known.wait(timeout_s) or self.port is None:
-            raise RuntimeError(f"the server did not start (exit {self.proc.poll()}):\n{self.log()}")
+        self.wait_listening(timeout_s)
         with httpx.Client(base_url=self.url, timeout=5, **client_options) as http:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:

@@ -63,6 +63,8 @@ from segmentstore.tier1.log import Buffer, DurableDataLog, LogRecord
 log = logging.getLogger(__name__)
 
 _READ_IDLE_S = 10.0  # a read that receives nothing for this long has lost its consumer
+_BUCKET_READY_S = 30.0  # how long a new key-value bucket may take to answer its first read
+_BUCKET_PROBE_S = 0.5
 
 
 class JetStreamDurableDataLog(DurableDataLog):
@@ -369,16 +371,37 @@ async def connect(options: JetStreamOptions, name: str) -> Client:
 
 async def epoch_bucket(js: JetStreamContext, options: JetStreamOptions) -> Any:
     """The deployment's key-value bucket of container epochs, created on first use."""
+    return await key_value_bucket(
+        js,
+        KeyValueConfig(
+            bucket=options.epoch_bucket,
+            history=1,
+            storage=StorageType.FILE,
+            replicas=options.replicas,
+        ),
+    )
+
+
+async def key_value_bucket(js: JetStreamContext, config: KeyValueConfig) -> Any:
+    """The bucket ``config`` names, created if it is missing, once it answers.
+
+    Right after a bucket is created (by this node or by another at the same moment) its
+    stream may take a moment to elect a leader, and reads sent meanwhile go unanswered until
+    they time out: wait for a quick read to be answered first.
+    """
     try:
-        return await js.key_value(options.epoch_bucket)
+        bucket = await js.key_value(config.bucket)
     except (JsNotFoundError, NatsError):
-        with contextlib.suppress(BadRequestError):
-            return await js.create_key_value(
-                KeyValueConfig(
-                    bucket=options.epoch_bucket,
-                    history=1,
-                    storage=StorageType.FILE,
-                    replicas=options.replicas,
-                )
-            )
-        return await js.key_value(options.epoch_bucket)
+        with contextlib.suppress(BadRequestError):  # created meanwhile by another node
+            await js.create_key_value(config)
+        bucket = await js.key_value(config.bucket)
+    deadline = time.monotonic() + _BUCKET_READY_S
+    while True:
+        try:
+            await asyncio.wait_for(bucket.get("answering"), _BUCKET_PROBE_S)
+            return bucket
+        except KeyNotFoundError:
+            return bucket
+        except (NatsError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise

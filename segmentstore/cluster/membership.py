@@ -1,0 +1,247 @@
+"""This node's part in the cluster: its liveness lease, and the containers it holds.
+
+Every tick (a fifth of the lease) the service renews the node's own entry and every container
+lease it holds, reads the whole membership, and moves towards the assignment of
+:func:`~segmentstore.cluster.assignment.assign` over the live nodes:
+
+* a container it should own and nobody holds, it takes (a compare-and-set) and recovers; an
+  explicitly released lease is taken at once, one that merely expired only when it is still
+  free a tick later, so that a node whose renewals were delayed (JetStream electing a leader)
+  can take its own leases back first;
+* a container it holds that another live node should own, it hands over: it drains and stops
+  it, then releases the lease;
+* a container whose lease it failed to renew (it expired and somebody took it), or whose
+  Tier 1 or Tier 2 fenced it, it stops at once.
+
+Ownership by lease is how the nodes share the work; it is not what keeps data safe. A paused
+node may believe it holds a lease it lost; its next Tier 1 append and Tier 2 manifest write
+are refused because the new owner's recovery raised the container's epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from segmentstore.cluster.assignment import assign
+from segmentstore.containers.failures import is_fenced
+from segmentstore.containers.status import ContainerStatus
+from segmentstore.settings import Settings
+from segmentstore.store import SegmentStore
+from segmentstore.tier1 import DataLogError
+from segmentstore.tier1.leases import ContainerLease, LeaseStore, Membership
+
+log = logging.getLogger(__name__)
+
+
+class ClusterMembership:
+    def __init__(self, store: SegmentStore, leases: LeaseStore, node_id: str, url: str) -> None:
+        self.node_id = node_id
+        self.url = url
+        self._store = store
+        self._leases = leases
+        self._count = store.settings.store.containers
+        self._held: dict[int, ContainerLease] = {}
+        self._free_since: dict[int, float] = {}
+        self._busy: dict[int, asyncio.Task[None]] = {}  # container -> take or hand-over
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._leaving = False
+        self._unreachable_logged = False
+        self.view = Membership()  # the last read, with this node's own changes since
+        self.joined = False
+
+    @property
+    def container_count(self) -> int:
+        return self._count
+
+    @property
+    def tick_s(self) -> float:
+        return self._leases.lease_ms / 5000
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join: open the leases and announce this node. Containers follow from the first
+        tick on, in the background."""
+        await self._leases.open()
+        await self._leases.announce(self.node_id, self.url)
+        log.info(
+            "node %s joined the cluster at %s (leases of %d ms)",
+            self.node_id, self.url, self._leases.lease_ms,
+        )  # fmt: skip
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="cluster")
+
+    async def leave(self) -> None:
+        """Hand every container over and leave (a graceful stop): the others stop counting
+        this node at once and take its released leases without waiting for them to expire."""
+        if self._leaving:
+            return
+        self._leaving = True
+        log.info("node %s leaving the cluster: handing over %d containers",
+                 self.node_id, len(self._held))  # fmt: skip
+        with contextlib.suppress(DataLogError):
+            await self._leases.withdraw(self.node_id)
+        await asyncio.gather(*self._busy.values(), return_exceptions=True)
+        await asyncio.gather(*(self._hand_over(c) for c in list(self._held)))
+        self._stop.set()
+        if self._task is not None:
+            await asyncio.wait([self._task])
+        await self._leases.close()
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self._tick()
+            except DataLogError as error:
+                if not self._unreachable_logged:
+                    log.warning("cannot reach the cluster's leases (retrying): %s", error)
+                    self._unreachable_logged = True
+            except Exception:  # a bug: logged, and the next tick tries again
+                log.exception("cluster tick failed")
+            else:
+                self._unreachable_logged = False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.tick_s)
+
+    # -- one tick ----------------------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        if self._leaving:
+            return
+        await self._leases.announce(self.node_id, self.url)
+        await self._renew_held()
+        view = await self._leases.read()
+        self.view = view
+        self.joined = True
+        wanted = assign(self._count, {*view.nodes, self.node_id})
+        now = time.monotonic()
+        for container in range(self._count):
+            if container in self._busy or self._leaving:
+                continue
+            owner = wanted.get(container)
+            if container in self._held:
+                if owner != self.node_id and owner in view.nodes:
+                    self._begin(container, self._hand_over(container))
+            elif owner == self.node_id:
+                await self._maybe_take(container, view, now)
+
+    async def _renew_held(self) -> None:
+        for container, lease in list(self._held.items()):
+            if container not in self._held:
+                continue  # handed over meanwhile
+            state = self._store.container(container)
+            if is_fenced(state.failure_error):
+                log.warning("container %d was fenced by a newer owner: giving it up", container)
+                self._begin(container, self._give_up(container, release=True))
+                continue
+            renewed = await self._leases.renew(lease, state.epoch)
+            if renewed is None:
+                log.warning("lost the lease of container %d: stopping it", container)
+                self._begin(container, self._give_up(container, release=False))
+            elif container in self._held:
+                self._held[container] = renewed
+
+    async def _maybe_take(self, container: int, view: Membership, now: float) -> None:
+        if container in view.leases:
+            self._free_since.pop(container, None)
+            return
+        if container not in view.released:
+            # Merely expired: its holder may be about to take it back (see the module doc).
+            first = self._free_since.setdefault(container, now)
+            if now - first < self.tick_s * 0.9:
+                return
+        lease = await self._leases.acquire(container, self.node_id)
+        self._free_since.pop(container, None)
+        if lease is None:
+            return
+        self._held[container] = lease
+        log.info("took the lease of container %d: recovering it", container)
+        self._begin(container, self._take(container))
+
+    # -- containers moving -------------------------------------------------------------------
+
+    def _begin(self, container: int, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work, name=f"cluster container {container}")
+        self._busy[container] = task
+        task.add_done_callback(lambda _: self._busy.pop(container, None))
+
+    async def _take(self, container: int) -> None:
+        taken = await self._store.take_container(container)
+        if taken.status is ContainerStatus.RUNNING:
+            log.info("serving container %d at epoch %d", container, taken.epoch)
+
+    async def _hand_over(self, container: int) -> None:
+        log.info("handing container %d over", container)
+        await self._give_up(container, release=True)
+
+    async def _give_up(self, container: int, *, release: bool) -> None:
+        lease = self._held.pop(container, None)
+        await self._store.release_container(container)
+        if release and lease is not None:
+            with contextlib.suppress(DataLogError):
+                await self._leases.release(lease)
+
+    # -- what routing reads ------------------------------------------------------------------
+
+    def serves(self, container: int) -> bool:
+        return container in self._held
+
+    def owner(self, container: int) -> tuple[str, str] | None:
+        """(node id, URL) of the node that holds ``container``, as last seen; None if
+        nobody does."""
+        if container in self._held:
+            return self.node_id, self.url
+        lease = self.view.leases.get(container)
+        if lease is None or lease.owner == self.node_id:
+            return None
+        url = self.view.nodes.get(lease.owner)
+        return None if url is None else (lease.owner, url)
+
+    def ready(self) -> bool:
+        """Joined, and every container this node holds is running."""
+        if not self.joined or self._leaving:
+            return False
+        return all(self._store.container(c).status is ContainerStatus.RUNNING for c in self._held)
+
+    def describe(self) -> dict[str, Any]:
+        """``GET /v1/cluster``: the nodes with their containers, and container -> owner."""
+        containers = []
+        for container in range(self._count):
+            owner, epoch = None, None
+            if container in self._held:
+                owner, epoch = self.node_id, self._store.container(container).epoch
+            else:
+                lease = self.view.leases.get(container)
+                if lease is not None and lease.owner != self.node_id:
+                    owner, epoch = lease.owner, lease.epoch
+            containers.append({"id": container, "owner": owner, "epoch": epoch})
+        nodes = dict(self.view.nodes)
+        if not self._leaving:
+            nodes[self.node_id] = self.url
+        return {
+            "node": self.node_id,
+            "nodes": [
+                {
+                    "id": node,
+                    "url": url,
+                    "containers": [c["id"] for c in containers if c["owner"] == node],
+                }
+                for node, url in sorted(nodes.items())
+            ],
+            "containers": containers,
+        }
+
+
+def on_jetstream(store: SegmentStore, settings: Settings) -> ClusterMembership:
+    """This node's membership, its leases kept beside its JetStream Tier 1."""
+    from segmentstore.containers.tier1_logs import jetstream_options
+    from segmentstore.tier1.jetstream.leases import JetStreamLeases
+
+    cluster = settings.cluster
+    leases = JetStreamLeases(jetstream_options(settings.tier1.jetstream), cluster.lease_ms)
+    return ClusterMembership(store, leases, cluster.node_id, cluster.advertise_url)

@@ -1,0 +1,66 @@
+"""Which Tier 1 log a container gets: a local write-ahead log under the data directory, or a
+replicated stream on NATS JetStream (``tier1.mode``), and what a shared Tier 1 records once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from segmentstore.errors import InvalidArgumentError
+from segmentstore.settings import JetStreamSettings, Settings
+from segmentstore.tier1 import DataLogError, DurableDataLog
+from segmentstore.tier1.local import LocalDurableDataLog
+
+if TYPE_CHECKING:
+    from segmentstore.tier1.jetstream import JetStreamOptions
+
+
+def jetstream_options(settings: JetStreamSettings) -> JetStreamOptions:
+    # Imported here: nats-py comes with the `cluster` extra, which a local Tier 1 does not need.
+    from segmentstore.tier1.jetstream import JetStreamOptions
+
+    def path(value: Path | None) -> str | None:
+        return None if value is None else os.fspath(value)
+
+    return JetStreamOptions(
+        servers=settings.servers,
+        stream_prefix=settings.stream_prefix,
+        replicas=settings.replicas,
+        ack_timeout_ms=settings.ack_timeout_ms,
+        write_timeout_ms=settings.write_timeout_ms,
+        connect_timeout_ms=settings.connect_timeout_ms,
+        max_in_flight_bytes=settings.max_in_flight_bytes,
+        user=settings.user,
+        password=None if settings.password is None else settings.password.get_secret_value(),
+        token=None if settings.token is None else settings.token.get_secret_value(),
+        credentials_file=path(settings.credentials_file),
+        tls_ca_file=path(settings.tls_ca_file),
+        tls_cert_file=path(settings.tls_cert_file),
+        tls_key_file=path(settings.tls_key_file),
+    )
+
+
+def tier1_log(
+    settings: Settings, jetstream: JetStreamOptions | None, container_id: int
+) -> DurableDataLog:
+    """Container ``container_id``'s Tier 1 log (not opened)."""
+    if jetstream is not None:
+        from segmentstore.tier1.jetstream import JetStreamDurableDataLog
+
+        return JetStreamDurableDataLog(jetstream, container_id)
+    directory = settings.store.data_dir / "tier1" / f"container-{container_id:04d}"
+    tier1 = settings.tier1
+    return LocalDurableDataLog(
+        directory, segment_bytes=tier1.segment_bytes, segment_ms=tier1.segment_ms
+    )
+
+
+async def claim_shared_tier1(jetstream: JetStreamOptions, containers: int) -> None:
+    """Tier 1 is shared: the container count is kept beside the epochs, not on this disk."""
+    from segmentstore.tier1.jetstream import claim_container_count
+
+    try:
+        await claim_container_count(jetstream, containers)
+    except DataLogError as error:
+        raise InvalidArgumentError(str(error)) from error

@@ -1,0 +1,107 @@
+"""A cluster of ``segmentstore serve --cluster`` processes on loopback, for tests that kill
+nodes: each node a :class:`~served_store.ServedStore`, all sharing one JetStream cluster
+(Tier 1 and the leases) and one Tier 2 (a shared directory, or S3 on a moto server)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from served_store import ServedStore
+
+# Short enough that a takeover test takes seconds, as long as the one the cluster documents.
+LEASE_MS = 5_000
+
+
+class StoreCluster:
+    def __init__(
+        self,
+        root: Path,
+        nats_servers: list[str],
+        tier2_uri: str,
+        *,
+        prefix: str,
+        containers: int = 8,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        self.nats = ",".join(nats_servers)
+        self.tier2_uri = tier2_uri
+        self.prefix = prefix
+        self.containers = containers
+        self.settings = settings or {}
+        self.nodes: dict[str, ServedStore] = {}
+
+    def start_node(self, node_id: str) -> ServedStore:
+        settings = {
+            "SEGMENTSTORE_TIER1__JETSTREAM__STREAM_PREFIX": self.prefix,
+            "SEGMENTSTORE_CLUSTER__LEASE_MS": str(LEASE_MS),
+            "SEGMENTSTORE_CACHE__MAX_BYTES": str(64 << 20),
+            **self.settings,
+        }
+        args = [
+            "--tier1", "jetstream", "--nats", self.nats, "--tier2", self.tier2_uri,
+            "--containers", str(self.containers), "--cluster", "--node-id", node_id,
+            "--log-level", "info",
+        ]  # fmt: skip
+        node = ServedStore(self.root / node_id, self.root / f"{node_id}.log", settings, args)
+        self.nodes[node_id] = node
+        return node
+
+    def start(self, count: int, timeout_s: float = 90) -> None:
+        started = [self.start_node(f"n{i}") for i in range(1, count + 1)]
+        for node in started:
+            node.wait_listening(timeout_s)
+        self.wait_settled(timeout_s)
+
+    @property
+    def urls(self) -> list[str]:
+        return [n.url for n in self.nodes.values() if n.proc.poll() is None]
+
+    def cluster_map(self, via: str | None = None) -> dict[str, Any]:
+        url = via or self.urls[0]
+        return dict(httpx.get(f"{url}/v1/cluster", timeout=5).json())
+
+    def wait_settled(self, timeout_s: float = 90, nodes: int | None = None) -> float:
+        """Until every live node is ready and every container is held by a live node, each
+        node holding its fair share; the seconds it took."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        live = nodes or len(self.urls)
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                last = self._settled(live)
+                if last is True:
+                    return time.monotonic() - started
+            except httpx.HTTPError as error:
+                last = error
+            time.sleep(0.1)
+        logs = "\n".join(f"--- {i}\n{n.log()}" for i, n in self.nodes.items())
+        raise AssertionError(f"the cluster did not settle in {timeout_s} s: {last}\n{logs}")
+
+    def _settled(self, live: int) -> Any:
+        for url in self.urls:
+            if httpx.get(f"{url}/readyz", timeout=5).status_code != 200:
+                return f"{url} not ready"
+        # Every node's map, not one: each reads the leases on its own tick.
+        views = [self.cluster_map(url) for url in self.urls]
+        for view in views:
+            if len(view["nodes"]) != live:
+                return view
+            if any(c["owner"] is None for c in view["containers"]):
+                return view
+            shares = [len(n["containers"]) for n in view["nodes"]]
+            if max(shares) - min(shares) > 1:
+                return view
+            if view["containers"] != views[0]["containers"]:
+                return views
+        return True
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            if node.proc.poll() is None:
+                node.proc.kill()
+            node.stop()

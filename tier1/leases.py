@@ -1,0 +1,77 @@
+"""Leases that a cluster of nodes keeps beside its Tier 1: who is alive, and who owns what.
+
+A leaf interface, like :class:`~segmentstore.tier1.log.DurableDataLog`: the core decides
+*which* node should own a container; a :class:`LeaseStore` only keeps the facts, each with a
+compare-and-set so that two nodes can never both believe they took the same lease, and each
+expiring by itself when its holder stops renewing it. JetStream keeps them in a key-value
+bucket (:mod:`segmentstore.tier1.jetstream.leases`).
+
+A lease is a claim, not the fence: a paused owner may still believe it holds one it lost.
+What stops a stale owner from writing is the Tier 1 epoch (and the Tier 2 manifest epoch).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerLease:
+    """``owner`` holds container ``container`` at Tier 1 epoch ``epoch`` (0 while it has
+    not opened it yet); ``revision`` is what the next compare-and-set must name."""
+
+    container: int
+    owner: str
+    epoch: int
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """One read of the leases: the live nodes (id -> advertised URL), the held container
+    leases, and the containers whose lease was released on purpose (not merely expired)."""
+
+    nodes: dict[str, str] = field(default_factory=dict)
+    leases: dict[int, ContainerLease] = field(default_factory=dict)
+    released: frozenset[int] = frozenset()
+
+
+class LeaseStore(ABC):
+    """Every method raises ``DataLogError`` leaves when the store cannot be reached; a
+    compare-and-set that finds someone else's lease is an answer (None), not an error."""
+
+    @property
+    @abstractmethod
+    def lease_ms(self) -> int:
+        """How long a lease lives unrenewed (the store's own figure, which every node uses)."""
+
+    @abstractmethod
+    async def open(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    async def announce(self, node: str, url: str) -> None:
+        """Register ``node`` as alive at ``url``, or renew it."""
+
+    @abstractmethod
+    async def withdraw(self, node: str) -> None:
+        """``node`` leaves: the others stop counting it at once."""
+
+    @abstractmethod
+    async def read(self) -> Membership: ...
+
+    @abstractmethod
+    async def acquire(self, container: int, owner: str) -> ContainerLease | None:
+        """Take the lease of ``container`` if nobody holds it; None if somebody does."""
+
+    @abstractmethod
+    async def renew(self, lease: ContainerLease, epoch: int) -> ContainerLease | None:
+        """Renew ``lease`` (recording ``epoch``); None if it is no longer this holder's."""
+
+    @abstractmethod
+    async def release(self, lease: ContainerLease) -> None:
+        """Give ``lease`` up, if it is still this holder's, so the next owner need not wait
+        for it to expire."""
