@@ -1,13 +1,13 @@
 """This node's part in the cluster: its liveness lease, and the containers it holds.
 
-Every tick (a fifth of the lease) the service renews the node's own entry and every container
+Every tick (an eighth of the lease) the service renews the node's own entry and every container
 lease it holds, reads the whole membership, and moves towards the assignment of
 :func:`~segmentstore.cluster.assignment.assign` over the live nodes:
 
-* a container it should own and nobody holds, it takes (a compare-and-set) and recovers; an
-  explicitly released lease is taken at once, one that merely expired only when it is still
-  free a tick later, so that a node whose renewals were delayed (JetStream electing a leader)
-  can take its own leases back first;
+* a container it should own and nobody holds, it takes (a compare-and-set) and recovers. A
+  lease that was released, or that expired with its holder's node entry, is taken at once;
+  one whose holder may still renew it (its node is alive, or JetStream was out of reach
+  lately, so every lease may have expired at once) only when it is still free a tick later;
 * a container it holds that another live node should own, it hands over: it drains and stops
   it, then releases the lease;
 * a container whose lease it failed to renew (it expired and somebody took it), or whose
@@ -37,6 +37,15 @@ from segmentstore.tier1.leases import ContainerLease, LeaseStore, Membership
 
 log = logging.getLogger(__name__)
 
+# Renewals per lease: a lease survives a few lost ones, and a takeover waits at most one tick
+# more than the lease.
+_TICKS_PER_LEASE = 8
+
+
+def _recent(since: float, tick_s: float) -> bool:
+    """Within a few ticks of ``since`` (monotonic seconds)."""
+    return time.monotonic() - since < 4 * tick_s
+
 
 class ClusterMembership:
     def __init__(self, store: SegmentStore, leases: LeaseStore, node_id: str, url: str) -> None:
@@ -52,6 +61,7 @@ class ClusterMembership:
         self._stop = asyncio.Event()
         self._leaving = False
         self._unreachable_logged = False
+        self._unreachable_at = -1e9  # when a tick last failed to reach the leases
         self.view = Membership()  # the last read, with this node's own changes since
         self.joined = False
 
@@ -61,7 +71,7 @@ class ClusterMembership:
 
     @property
     def tick_s(self) -> float:
-        return self._leases.lease_ms / 5000
+        return self._leases.lease_ms / 1000 / _TICKS_PER_LEASE
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -98,6 +108,7 @@ class ClusterMembership:
             try:
                 await self._tick()
             except DataLogError as error:
+                self._unreachable_at = time.monotonic()
                 if not self._unreachable_logged:
                     log.warning("cannot reach the cluster's leases (retrying): %s", error)
                     self._unreachable_logged = True
@@ -116,7 +127,7 @@ class ClusterMembership:
         await self._leases.announce(self.node_id, self.url)
         await self._renew_held()
         view = await self._leases.read()
-        self.view = view
+        before, self.view = self.view, view
         self.joined = True
         wanted = assign(self._count, {*view.nodes, self.node_id})
         now = time.monotonic()
@@ -128,7 +139,7 @@ class ClusterMembership:
                 if owner != self.node_id and owner in view.nodes:
                     self._begin(container, self._hand_over(container))
             elif owner == self.node_id:
-                await self._maybe_take(container, view, now)
+                await self._maybe_take(container, view, before, now)
 
     async def _renew_held(self) -> None:
         for container, lease in list(self._held.items()):
@@ -146,11 +157,13 @@ class ClusterMembership:
             elif container in self._held:
                 self._held[container] = renewed
 
-    async def _maybe_take(self, container: int, view: Membership, now: float) -> None:
+    async def _maybe_take(
+        self, container: int, view: Membership, before: Membership, now: float
+    ) -> None:
         if container in view.leases:
             self._free_since.pop(container, None)
             return
-        if container not in view.released:
+        if container not in view.released and self._may_come_back(container, view, before):
             # Merely expired: its holder may be about to take it back (see the module doc).
             first = self._free_since.setdefault(container, now)
             if now - first < self.tick_s * 0.9:
@@ -162,6 +175,16 @@ class ClusterMembership:
         self._held[container] = lease
         log.info("took the lease of container %d: recovering it", container)
         self._begin(container, self._take(container))
+
+    def _may_come_back(self, container: int, view: Membership, before: Membership) -> bool:
+        """Whether the holder of a lease that expired may still renew it: it is alive (its
+        node entry is there), or JetStream was out of reach lately (every lease may have
+        expired at once, its holders' included), or nobody was seen holding it (a cluster
+        starting: the nodes starting with this one get a tick to show up)."""
+        previous = before.leases.get(container)
+        if previous is None:
+            return True
+        return previous.owner in view.nodes or _recent(self._unreachable_at, self.tick_s)
 
     # -- containers moving -------------------------------------------------------------------
 

@@ -3,17 +3,24 @@ replicated stream on NATS JetStream (``tier1.mode``), and what a shared Tier 1 r
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segmentstore.errors import InvalidArgumentError
 from segmentstore.settings import JetStreamSettings, Settings
-from segmentstore.tier1 import DataLogError, DurableDataLog
+from segmentstore.tier1 import DataLogError, DataLogWriteError, DurableDataLog
 from segmentstore.tier1.local import LocalDurableDataLog
 
 if TYPE_CHECKING:
     from segmentstore.tier1.jetstream import JetStreamOptions
+
+log = logging.getLogger(__name__)
+
+_PATIENCE_S = 60.0  # how long a starting node waits for JetStream before it gives up
 
 
 def jetstream_options(settings: JetStreamSettings) -> JetStreamOptions:
@@ -56,11 +63,26 @@ def tier1_log(
     )
 
 
-async def claim_shared_tier1(jetstream: JetStreamOptions, containers: int) -> None:
-    """Tier 1 is shared: the container count is kept beside the epochs, not on this disk."""
+async def claim_shared_tier1(
+    jetstream: JetStreamOptions, containers: int, patience_s: float = _PATIENCE_S
+) -> None:
+    """Tier 1 is shared: the container count is kept beside the epochs, not on this disk.
+
+    JetStream out of reach (starting too, or electing a leader) is waited for, up to
+    ``patience_s``; a count that differs from the recorded one is refused at once."""
     from segmentstore.tier1.jetstream import claim_container_count
 
-    try:
-        await claim_container_count(jetstream, containers)
-    except DataLogError as error:
-        raise InvalidArgumentError(str(error)) from error
+    deadline = time.monotonic() + patience_s
+    delay = 0.2
+    while True:
+        try:
+            await claim_container_count(jetstream, containers)
+            return
+        except DataLogWriteError as error:
+            if time.monotonic() + delay > deadline:
+                raise InvalidArgumentError(str(error)) from error
+            log.warning("JetStream not reachable yet, trying again in %.1f s: %s", delay, error)
+        except DataLogError as error:
+            raise InvalidArgumentError(str(error)) from error
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)

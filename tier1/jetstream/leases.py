@@ -78,6 +78,7 @@ class JetStreamLeases(LeaseStore):
                 ttl=self._lease_ms / 1000,
                 storage=StorageType.FILE,
                 replicas=self._options.replicas,
+                direct=False,  # reads from the leader: a follower's may be behind
             ),
         )
         status = await bucket.status()

@@ -378,6 +378,7 @@ async def epoch_bucket(js: JetStreamContext, options: JetStreamOptions) -> Any:
             history=1,
             storage=StorageType.FILE,
             replicas=options.replicas,
+            direct=False,  # reads from the leader: a follower may not have the latest epoch
         ),
     )
 
