@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from yarl import URL
 
 from segmentstore.api.cluster_listing import ClusterListing
-from segmentstore.api.errors import error_response
+from segmentstore.api.errors import BodyTooLarge, error_response
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.containers.mapping import container_of
 from segmentstore.errors import ContainerUnavailableError
@@ -112,8 +112,9 @@ class ClusterRouting:
     ) -> None:
         node, url = owner
         started = False
+        refused: list[BodyTooLarge] = []  # the body outgrew its limit while it streamed
         try:
-            body = await _request_body(scope, receive)
+            body = await _request_body(scope, receive, refused)
             async with self.session.forward(url, scope, body) as response:
                 headers = [(k.lower(), v) for k, v in response.raw_headers]
                 headers = [(k, v) for k, v in headers if k not in _HOP_BY_HOP and k != OWNER]
@@ -125,9 +126,12 @@ class ClusterRouting:
                 async for chunk in response.content.iter_any():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await send({"type": "http.response.body", "body": b""})
-        except (aiohttp.ClientError, OSError, TimeoutError) as error:
+        except (aiohttp.ClientError, OSError, TimeoutError, BodyTooLarge) as error:
             if started:
                 raise  # the answer was half sent: only closing the connection tells the client
+            if refused:
+                await error_response(refused[0].error)(scope, receive, send)
+                return
             log.info("forwarding to container %d's owner %s failed: %r", container, node, error)
             reason = f"its owner {node} does not answer (it may be moving)"
             await _unavailable(container, reason, scope, receive, send)
@@ -181,20 +185,29 @@ class ForwardingSession:
             self._session = None
 
 
-async def _request_body(scope: Scope, receive: Receive) -> bytes | AsyncIterator[bytes]:
+async def _request_body(
+    scope: Scope, receive: Receive, refused: list[BodyTooLarge]
+) -> bytes | AsyncIterator[bytes]:
     """The whole body if it came in one piece (most do), else a stream of its pieces: a large
-    body is passed on as it arrives, never held whole."""
+    body is passed on as it arrives, never held whole. A body that outgrows its limit on the
+    way is put in ``refused``."""
     first: Message = await receive()
     if first["type"] == "http.disconnect" or not first.get("more_body", False):
         return bytes(first.get("body", b""))
-    return _rest(first.get("body", b""), receive)
+    return _rest(first.get("body", b""), receive, refused)
 
 
-async def _rest(first: bytes, receive: Receive) -> AsyncIterator[bytes]:
+async def _rest(
+    first: bytes, receive: Receive, refused: list[BodyTooLarge]
+) -> AsyncIterator[bytes]:
     if first:
         yield first
     while True:
-        message: Message = await receive()
+        try:
+            message: Message = await receive()
+        except BodyTooLarge as error:
+            refused.append(error)
+            raise
         if message["type"] == "http.disconnect":
             return
         body = message.get("body", b"")

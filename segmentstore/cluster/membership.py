@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 # Renewals per lease: a lease survives a few lost ones, and a takeover waits at most one tick
 # more than the lease.
 _TICKS_PER_LEASE = 8
+_JOIN_PATIENCE_S = 60.0  # how long a starting node waits for JetStream before it gives up
 
 
 def _recent(since: float, tick_s: float) -> bool:
@@ -78,8 +79,20 @@ class ClusterMembership:
     async def start(self) -> None:
         """Join: open the leases and announce this node. Containers follow from the first
         tick on, in the background."""
-        await self._leases.open()
-        await self._leases.announce(self.node_id, self.url)
+        deadline = time.monotonic() + _JOIN_PATIENCE_S
+        delay = 0.2
+        while True:
+            try:
+                await self._leases.open()
+                await self._leases.announce(self.node_id, self.url)
+                break
+            except DataLogError as error:
+                await self._leases.close()
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.warning("cannot join the cluster yet, trying again in %.1f s: %s", delay, error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
         log.info(
             "node %s joined the cluster at %s (leases of %d ms)",
             self.node_id, self.url, self._leases.lease_ms,

@@ -8,6 +8,8 @@ every error in the one JSON shape with no traceback.
 
 from __future__ import annotations
 
+import os
+import random
 import socket
 import struct
 import threading
@@ -22,9 +24,11 @@ import httpx
 import pytest
 import uvicorn
 from readiness import wait_ready
+from store_cluster import StoreCluster
 
 from segmentstore import SegmentStore
 from segmentstore.api.server import server_config, serving_app
+from segmentstore.bench.jetstream_cluster import JetStreamCluster
 
 MiB = 1 << 20
 # Small enough that a test store is cheap; large enough for one maximal (8 MiB) append.
@@ -85,10 +89,80 @@ def start_server(data_dir: Path, tokens: Mapping[str, str] | None = None) -> Liv
     return LiveServer(f"http://127.0.0.1:{port}", server, thread, store)
 
 
+class _AnyNode(httpx.HTTPTransport):
+    """Sends each request to a node of the cluster picked at random."""
+
+    def __init__(self, urls: list[str]) -> None:
+        super().__init__()
+        self._nodes = [httpx.URL(url) for url in urls]
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        node = random.choice(self._nodes)
+        request.url = request.url.copy_with(host=node.host, port=node.port)
+        request.headers["host"] = f"{node.host}:{node.port}"
+        return super().handle_request(request)
+
+
+@dataclass
+class LiveCluster:
+    """The API of a three-node cluster: each request goes to a node picked at random."""
+
+    urls: list[str]
+    store: None = None  # behind the API of three processes: tests that need it say so
+
+    @property
+    def url(self) -> str:
+        return self.urls[0]
+
+    def client(self, token: str | None = None, **options: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            timeout=30,
+            event_hooks={"response": [_check_answer]},
+            transport=_AnyNode(self.urls),
+            **options,
+        )
+
+
+@pytest.fixture(scope="session")
+def api_cluster(
+    tmp_path_factory: pytest.TempPathFactory, jetstream_cluster: JetStreamCluster
+) -> Iterator[LiveCluster]:
+    root = tmp_path_factory.mktemp("api-cluster")
+    cluster = StoreCluster(
+        root,
+        jetstream_cluster.servers,
+        (root / "tier2").as_uri(),
+        prefix=f"api{os.getpid()}",
+        containers=4,
+    )
+    try:
+        cluster.start(3)
+        yield LiveCluster(cluster.urls)
+    finally:
+        cluster.stop()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The HTTP tests run against one node and against a cluster of three, except in modules
+    that look at one process's insides (``ONE_NODE_ONLY = True``: metrics, fuzzing)."""
+    if "live" in metafunc.fixturenames:
+        one_node_only = getattr(metafunc.module, "ONE_NODE_ONLY", False)
+        kinds = ["one-node"] if one_node_only else ["one-node", "cluster"]
+        metafunc.parametrize("live", kinds, indirect=True, scope="module")
+
+
 # Module-scoped, not session-scoped: a server left running would hold its store's Tier 1
 # threads while other packages' tests count threads.
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def live(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer | LiveCluster]:
+    if request.param == "cluster":
+        yield request.getfixturevalue("api_cluster")
+        return
     server = start_server(tmp_path_factory.mktemp("open") / "data")
     yield server
     server.stop()

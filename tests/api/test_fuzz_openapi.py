@@ -27,6 +27,9 @@ from segmentstore.errors import leaf_error_classes
 
 from .conftest import LiveServer, frame
 
+# One process's counters and one OpenAPI document: not run against a cluster.
+ONE_NODE_ONLY = True
+
 EXAMPLES_PER_CASE = 50
 # A generated tail read could wait the whole 60 s the API allows; the fuzzer's budget cannot.
 MAX_WAIT_MS = 50

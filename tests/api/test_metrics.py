@@ -12,6 +12,9 @@ from prometheus_client.samples import Sample
 
 from segmentstore.api.metrics import CONTENT_TYPE, UNMATCHED_ROUTE
 
+# One process's counters and one OpenAPI document: not run against a cluster.
+ONE_NODE_ONLY = True
+
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 NEW_HISTOGRAMS = (

@@ -390,19 +390,20 @@ async def key_value_bucket(js: JetStreamContext, config: KeyValueConfig) -> Any:
     stream may take a moment to elect a leader, and reads sent meanwhile go unanswered until
     they time out: wait for a quick read to be answered first.
     """
-    try:
-        bucket = await js.key_value(config.bucket)
-    except (JsNotFoundError, NatsError):
-        with contextlib.suppress(BadRequestError):  # created meanwhile by another node
-            await js.create_key_value(config)
-        bucket = await js.key_value(config.bucket)
     deadline = time.monotonic() + _BUCKET_READY_S
     while True:
         try:
+            bucket = await js.key_value(config.bucket)
             await asyncio.wait_for(bucket.get("answering"), _BUCKET_PROBE_S)
             return bucket
         except KeyNotFoundError:
-            return bucket
+            return bucket  # it answers
+        except JsNotFoundError:
+            # Missing: create it. Another node may be creating it at the same moment.
+            with contextlib.suppress(NatsError, TimeoutError):
+                await js.create_key_value(config)
         except (NatsError, TimeoutError):
-            if time.monotonic() > deadline:
-                raise
+            pass  # created but not answering yet
+        if time.monotonic() > deadline:
+            raise DataLogWriteError(f"the key-value bucket {config.bucket} does not answer")
+        await asyncio.sleep(0.1)
