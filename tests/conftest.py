@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from store_cluster import StoreCluster
 
 from segmentstore import SegmentStore
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
@@ -23,6 +25,24 @@ def jetstream_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JetS
     streams of its own prefix)."""
     with JetStreamCluster.running(tmp_path_factory.mktemp("jetstream")) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def shared_store_cluster(
+    tmp_path_factory: pytest.TempPathFactory, jetstream_cluster: JetStreamCluster
+) -> Iterator[StoreCluster]:
+    """Three ``segmentstore serve --cluster`` nodes over the session's JetStream cluster and a
+    shared Tier 2 directory, for tests that only use the cluster (never stop its nodes)."""
+    root = tmp_path_factory.mktemp("store-cluster")
+    cluster = StoreCluster(
+        root, jetstream_cluster.servers, (root / "tier2").as_uri(), prefix=f"shared{os.getpid()}",
+        containers=4,
+    )  # fmt: skip
+    try:
+        cluster.start(3)
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

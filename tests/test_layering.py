@@ -65,7 +65,8 @@ ALLOWED = {
     "api": {"vocabulary", "store", "containers", "cluster"},
     "jobs": {"tier2"},
     # the client's few imports are plain data: test_client_package proves no backend loads
-    "client": {"vocabulary", "metadata", "reading"},
+    # (and the name -> container mapping, to send requests to a container's owner)
+    "client": {"vocabulary", "metadata", "reading", "containers"},
     "bench": {"vocabulary", "store", "containers", "client", "tier2"},
     # the drill speaks to a deployment over HTTP only: it knows the store by its contract
     "drill": {"vocabulary"},

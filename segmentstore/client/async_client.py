@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from segmentstore.errors import SegmentStoreError
 from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.segment_info import AppendResult, SegmentInfo
 
@@ -17,6 +18,7 @@ from . import calls
 from .aiohttp_transport import AiohttpTransport
 from .calls import Call, Data
 from .httpx_transport import HttpxTransport
+from .owners import CLUSTER_MAP, OwnerMap
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
 from .retry import Attempts, RetryPolicy
 from .sync_client import DEFAULT_URL
@@ -29,7 +31,8 @@ class AsyncSegmentStoreClient:
     arguments. Requests go over aiohttp (see :mod:`.aiohttp_transport`) through one pool of
     at most ``max_connections`` keep-alive connections; a ``transport`` of httpx's replaces
     it (tests, proxies). ``verify`` checks the server's certificate for ``https://``: True
-    with the system's CAs, a CA bundle's path, or False for none."""
+    with the system's CAs, a CA bundle's path, or False for none. In a cluster each request
+    goes to the node that holds its segment (``route_to_owners``; see :mod:`.owners`)."""
 
     def __init__(
         self,
@@ -41,8 +44,12 @@ class AsyncSegmentStoreClient:
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = 100,
         verify: bool | str = True,
+        route_to_owners: bool = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # In a cluster, requests go to their container's owner (see .owners).
+        self._owners = OwnerMap() if route_to_owners else None
+        self._reading_owners = False
         self._retry = retry or RetryPolicy()
         self._http: AiohttpTransport | HttpxTransport
         if transport is None:
@@ -63,6 +70,18 @@ class AsyncSegmentStoreClient:
                 verify=verify,
             )
 
+    async def _read_owners(self, owners: OwnerMap) -> None:
+        """Read the container map (one reader at a time; the others go on meanwhile)."""
+        if self._reading_owners:
+            return
+        self._reading_owners = True
+        try:
+            owners.read(await self._http.send(CLUSTER_MAP))
+        except (httpx.TransportError, SegmentStoreError):
+            owners.read_failed()
+        finally:
+            self._reading_owners = False
+
     async def aclose(self) -> None:
         await self._http.aclose()
 
@@ -78,18 +97,28 @@ class AsyncSegmentStoreClient:
         await self.aclose()
 
     async def _run(self, call: Call[T], base_url: str | None = None) -> T:
-        """Sends ``call`` (to ``base_url`` instead of the client's own, if given) with the
-        retries its retry rule allows."""
+        """Sends ``call`` (to ``base_url`` instead of the client's own, if given; else to
+        its container's owner in a cluster) with the retries its retry rule allows."""
         attempts = Attempts(self._retry, call.idempotent)
+        owners = self._owners
         while True:
+            target = base_url
+            if target is None and owners is not None:
+                if owners.due():
+                    await self._read_owners(owners)
+                target = owners.url_for(call)
             try:
-                response = await self._http.send(call, base_url)
+                response = await self._http.send(call, target)
             except httpx.TransportError as error:
+                if owners is not None:
+                    owners.unreachable(target)
                 delay = attempts.after_exception(error)
                 if delay is None:
                     raise
                 await asyncio.sleep(delay)
                 continue
+            if owners is not None:
+                owners.observe(call, response.status_code, response.headers)
             if response.status_code not in call.ok:
                 delay = attempts.after_response(response)
                 if delay is not None:

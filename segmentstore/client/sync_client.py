@@ -14,6 +14,7 @@ from segmentstore.segment_info import AppendResult, SegmentInfo
 
 from . import calls
 from .calls import Call, Data
+from .owners import CLUSTER_MAP, OwnerMap
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
 from .retry import Attempts, RetryPolicy
 from .tls import tls_verification
@@ -43,8 +44,11 @@ class SegmentStoreClient:
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
         verify: bool | str = True,
+        route_to_owners: bool = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # In a cluster, requests go to their container's owner (see .owners).
+        self._owners = OwnerMap() if route_to_owners else None
         self._timeout = httpx.Timeout(timeout_s)
         self._retry = retry or RetryPolicy()
         self._http = httpx.Client(
@@ -54,6 +58,12 @@ class SegmentStoreClient:
             transport=transport,
             verify=tls_verification(verify),
         )
+
+    def _read_owners(self, owners: OwnerMap) -> None:
+        try:
+            owners.read(self._http.get(CLUSTER_MAP.path, timeout=self._timeout))
+        except httpx.TransportError:
+            owners.read_failed()
 
     def close(self) -> None:
         self._http.close()
@@ -71,11 +81,17 @@ class SegmentStoreClient:
 
     def _run(self, call: Call[T]) -> T:
         attempts = Attempts(self._retry, call.idempotent)
+        owners = self._owners
         while True:
+            target = None
+            if owners is not None:
+                if owners.due():
+                    self._read_owners(owners)
+                target = owners.url_for(call)
             try:
                 response = self._http.request(
                     call.method,
-                    call.path,
+                    call.path if target is None else target + call.path,
                     params=call.params,
                     headers=call.headers,
                     content=call.content,
@@ -83,11 +99,15 @@ class SegmentStoreClient:
                     timeout=calls.timeout(self._timeout, call),
                 )
             except httpx.TransportError as error:
+                if owners is not None:
+                    owners.unreachable(target)
                 delay = attempts.after_exception(error)
                 if delay is None:
                     raise
                 time.sleep(delay)
                 continue
+            if owners is not None:
+                owners.observe(call, response.status_code, response.headers)
             if response.status_code not in call.ok:
                 delay = attempts.after_response(response)
                 if delay is not None:

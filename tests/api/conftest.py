@@ -8,7 +8,6 @@ every error in the one JSON shape with no traceback.
 
 from __future__ import annotations
 
-import os
 import random
 import socket
 import struct
@@ -28,7 +27,6 @@ from store_cluster import StoreCluster
 
 from segmentstore import SegmentStore
 from segmentstore.api.server import server_config, serving_app
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 
 MiB = 1 << 20
 # Small enough that a test store is cheap; large enough for one maximal (8 MiB) append.
@@ -127,22 +125,8 @@ class LiveCluster:
 
 
 @pytest.fixture(scope="session")
-def api_cluster(
-    tmp_path_factory: pytest.TempPathFactory, jetstream_cluster: JetStreamCluster
-) -> Iterator[LiveCluster]:
-    root = tmp_path_factory.mktemp("api-cluster")
-    cluster = StoreCluster(
-        root,
-        jetstream_cluster.servers,
-        (root / "tier2").as_uri(),
-        prefix=f"api{os.getpid()}",
-        containers=4,
-    )
-    try:
-        cluster.start(3)
-        yield LiveCluster(cluster.urls)
-    finally:
-        cluster.stop()
+def api_cluster(shared_store_cluster: StoreCluster) -> LiveCluster:
+    return LiveCluster(shared_store_cluster.urls)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
