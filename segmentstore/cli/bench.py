@@ -88,6 +88,16 @@ def add_command(commands: Any) -> None:
     tier1.add_argument("--json", default=None, help="also write the results here")
     tier1.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     tier1.set_defaults(run=_tier1)
+    cluster = benches.add_parser(
+        "cluster", help="cluster mode: takeover after SIGKILL, forwarding, a second node"
+    )
+    cluster.add_argument("--kills", type=int, default=10, help="SIGKILLs to time takeovers")
+    cluster.add_argument("--seconds", type=float, default=5.0, help="per throughput case")
+    cluster.add_argument("--tasks", type=int, default=32, help="concurrent appenders")
+    cluster.add_argument("--lease-ms", type=int, default=5000, help="the nodes' lease")
+    cluster.add_argument("--dir", default=None, help="where to run (default: temp dir)")
+    cluster.add_argument("--json", default=None, help="also write the results here")
+    cluster.set_defaults(run=_cluster)
     client = benches.add_parser(
         "client", help="the Python client and EventWriter vs wrk on the same server"
     )
@@ -145,6 +155,13 @@ def _tier1(args: argparse.Namespace) -> int:
     from segmentstore.bench import tier1
 
     tier1.run(args.seconds, args.rounds, args.segments, args.dir, args.json, args.loop)
+    return 0
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    from segmentstore.bench import cluster
+
+    cluster.run(args.kills, args.seconds, args.tasks, args.lease_ms, args.dir, args.json)
     return 0
 
 

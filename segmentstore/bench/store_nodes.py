@@ -1,0 +1,134 @@
+"""Segment store cluster nodes as local processes: ``segmentstore serve --cluster`` on free
+loopback ports, over a JetStream cluster and a shared Tier 2, for benchmarks and drills that
+kill and restart them. Every process is stopped by its PID."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from segmentstore.loopback import free_port
+
+
+class StoreNode:
+    """One node; its log goes to ``<root>/<node_id>.log``."""
+
+    def __init__(self, node_id: str, root: Path, args: list[str], env: dict[str, str]) -> None:
+        self.node_id = node_id
+        self.root = root
+        self.args = args
+        self.env = env
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "segmentstore.cli", "serve", *self.args]
+        command += ["--node-id", self.node_id, "--port", str(self.port), "--host", "127.0.0.1"]
+        command += ["--data-dir", str(self.root / self.node_id)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENTSTORE_")}
+        env.update(self.env)
+        with open(self.root / f"{self.node_id}.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            )
+
+    def sigkill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self, timeout_s: float = 30) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class StoreNodes:
+    """Nodes ``n1``, ``n2``, ... sharing ``nats`` (JetStream URLs) and ``tier2_uri``."""
+
+    def __init__(
+        self,
+        root: Path,
+        nats: list[str],
+        tier2_uri: str,
+        *,
+        prefix: str,
+        containers: int,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.args = [
+            "--tier1", "jetstream", "--nats", ",".join(nats), "--tier2", tier2_uri,
+            "--containers", str(containers), "--cluster", "--log-level", "info",
+        ]  # fmt: skip
+        self.env = {"SEGMENTSTORE_TIER1__JETSTREAM__STREAM_PREFIX": prefix, **(env or {})}
+        self.containers = containers
+        self.nodes: dict[str, StoreNode] = {}
+
+    def add(self, node_id: str | None = None) -> StoreNode:
+        node_id = node_id or f"n{len(self.nodes) + 1}"
+        node = self.nodes.get(node_id) or StoreNode(node_id, self.root, self.args, self.env)
+        self.nodes[node_id] = node
+        node.start()
+        return node
+
+    @property
+    def live(self) -> list[StoreNode]:
+        return [node for node in self.nodes.values() if node.alive]
+
+    def owners(self, url: str | None = None) -> dict[int, str | None]:
+        """container -> owner id, as ``url`` (default: the first live node) sees it."""
+        answer = httpx.get(f"{url or self.live[0].url}/v1/cluster", timeout=5).json()
+        return {c["id"]: c["owner"] for c in answer["containers"]}
+
+    def settled(self) -> bool:
+        """Every live node ready, and each sees every container held by a live node, every
+        live node holding its share (a node that rejoined has got its containers back)."""
+        live = {node.node_id for node in self.live}
+        try:
+            for node in self.live:
+                if httpx.get(f"{node.url}/readyz", timeout=5).status_code != 200:
+                    return False
+                owners = list(self.owners(node.url).values())
+                if any(owner not in live for owner in owners):
+                    return False
+                shares = [owners.count(node_id) for node_id in live]
+                if max(shares) - min(shares) > 1:
+                    return False
+        except httpx.HTTPError:
+            return False
+        return True
+
+    def wait_settled(self, timeout_s: float = 120, poll_s: float = 0.05) -> float:
+        """Seconds until :meth:`settled`; ``TimeoutError`` after ``timeout_s``."""
+        started = time.monotonic()
+        while not self.settled():
+            if time.monotonic() - started > timeout_s:
+                raise TimeoutError(f"the cluster did not settle in {timeout_s} s (see {self.root})")
+            time.sleep(poll_s)
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            with contextlib.suppress(Exception):
+                node.stop()
