@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Route
 from segmentstore.api.append_path import AppendFastPath
 from segmentstore.api.auth import TokenAuthMiddleware
 from segmentstore.api.bodies import BodyLimitMiddleware
+from segmentstore.api.cluster_collector import ClusterCollector
 from segmentstore.api.cluster_routing import ClusterRouting, ForwardingSession
 from segmentstore.api.errors import install_error_handlers
 from segmentstore.api.metrics import Metrics, MetricsMiddleware
@@ -96,6 +97,7 @@ def create_app(
     app.state.forwarding = forwarding
     if cluster is not None:
         app.add_middleware(ClusterRouting, membership=cluster, session=forwarding)
+        metrics.registry.register(ClusterCollector(cluster, forwarding))
     app.add_middleware(ControlCharacterMiddleware)
     app.add_middleware(BodyLimitMiddleware, raw_limit=store.settings.store.max_append_bytes)
     if auth_tokens:

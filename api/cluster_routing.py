@@ -143,6 +143,7 @@ class ForwardingSession:
     def __init__(self, node_id: str) -> None:
         self.node_id = node_id.encode()
         self._session: aiohttp.ClientSession | None = None
+        self.forwarded = 0  # requests passed on (for /metrics)
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -159,6 +160,7 @@ class ForwardingSession:
         self, base_url: str, scope: Scope, body: bytes | AsyncIterator[bytes]
     ) -> aiohttp.client._RequestContextManager:
         """Send the request of ``scope`` with ``body`` to the same path on ``base_url``."""
+        self.forwarded += 1
         headers = [(k, v) for k, v in scope["headers"] if k not in _HOP_BY_HOP]
         headers.append((FORWARDED_BY, self.node_id))
         target = base_url.rstrip("/") + scope["raw_path"].decode("latin-1")

@@ -82,8 +82,14 @@ class _HandOverFirst(uvicorn.Server):
         if self._leaving is not None or self.should_exit:
             super().handle_exit(sig, frame)
             return
+        # A signal handler runs between two bytecodes of whatever the loop was doing: the
+        # hand-over is scheduled, thread-safely, rather than started here.
         loop = asyncio.get_event_loop()
-        self._leaving = loop.create_task(self._leave_then_exit(sig))
+        loop.call_soon_threadsafe(self._begin_leaving, loop, sig)
+
+    def _begin_leaving(self, loop: asyncio.AbstractEventLoop, sig: int) -> None:
+        if self._leaving is None:
+            self._leaving = loop.create_task(self._leave_then_exit(sig))
 
     async def _leave_then_exit(self, sig: int) -> None:
         try:

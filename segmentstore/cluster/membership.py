@@ -64,6 +64,7 @@ class ClusterMembership:
         self._unreachable_logged = False
         self._unreachable_at = -1e9  # when a tick last failed to reach the leases
         self.view = Membership()  # the last read, with this node's own changes since
+        self.moves = {"taken": 0, "handed_over": 0, "lost": 0}  # for /metrics
         self.joined = False
 
     @property
@@ -186,6 +187,7 @@ class ClusterMembership:
         if lease is None:
             return
         self._held[container] = lease
+        self.moves["taken"] += 1
         log.info("took the lease of container %d: recovering it", container)
         self._begin(container, self._take(container))
 
@@ -217,6 +219,7 @@ class ClusterMembership:
 
     async def _give_up(self, container: int, *, release: bool) -> None:
         lease = self._held.pop(container, None)
+        self.moves["handed_over" if release else "lost"] += 1
         await self._store.release_container(container)
         if release and lease is not None:
             with contextlib.suppress(DataLogError):

@@ -88,3 +88,19 @@ def test_an_answer_naming_another_owner_updates_the_map() -> None:
     assert owners.url_for(call) is None
     nameless: Call[None] = Call("GET", "/v1/containers", lambda _: None)
     assert owners.url_for(nameless) is None
+
+
+def test_each_node_reports_its_cluster_figures(shared_store_cluster: StoreCluster) -> None:
+    held = 0
+    for url in shared_store_cluster.urls:
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+        values = {
+            line.split(" ")[0]: float(line.split(" ")[1])
+            for line in text.splitlines()
+            if line.startswith("segmentstore_cluster_")
+        }
+        assert values["segmentstore_cluster_nodes"] == 3
+        held += int(values["segmentstore_cluster_containers_held"])
+        assert values['segmentstore_cluster_container_moves_total{kind="taken"}'] >= 1
+        assert "segmentstore_cluster_forwarded_requests_total" in values
+    assert held == shared_store_cluster.containers

@@ -1,0 +1,46 @@
+"""A cluster node's figures for ``/metrics``: who it sees, what it holds, what moved, and how
+many requests it passed on to other nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from segmentstore.cluster.membership import ClusterMembership
+
+if TYPE_CHECKING:
+    from segmentstore.api.cluster_routing import ForwardingSession
+
+
+class ClusterCollector(Collector):
+    def __init__(self, membership: ClusterMembership, forwarding: ForwardingSession) -> None:
+        self.membership = membership
+        self.forwarding = forwarding
+
+    def collect(self) -> Iterator[Metric]:
+        described = self.membership.describe()
+        moves = self.membership.moves
+        yield GaugeMetricFamily(
+            "segmentstore_cluster_nodes", "live nodes this node sees", len(described["nodes"])
+        )
+        yield GaugeMetricFamily(
+            "segmentstore_cluster_containers_held",
+            "containers this node holds",
+            sum(1 for c in described["containers"] if c["owner"] == self.membership.node_id),
+        )
+        counter = CounterMetricFamily(
+            "segmentstore_cluster_container_moves",
+            "containers this node took, handed over, or lost (lease lost or fenced)",
+            labels=["kind"],
+        )
+        for kind in ("taken", "handed_over", "lost"):
+            counter.add_metric([kind], moves[kind])
+        yield counter
+        yield CounterMetricFamily(
+            "segmentstore_cluster_forwarded_requests",
+            "requests passed on to the node that holds their container",
+            self.forwarding.forwarded,
+        )
