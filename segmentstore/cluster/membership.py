@@ -174,8 +174,15 @@ class ClusterMembership:
     async def _maybe_take(
         self, container: int, view: Membership, before: Membership, now: float
     ) -> None:
-        if container in view.leases:
+        found = view.leases.get(container)
+        if found is not None:
             self._free_since.pop(container, None)
+            if found.owner == self.node_id:
+                # Held under this node's id by a process that is gone (this node, restarted
+                # before its leases expired): take it back at once rather than wait.
+                adopted = await self._leases.renew(found, found.epoch)
+                if adopted is not None:
+                    self._start_taking(container, adopted)
             return
         if container not in view.released and self._may_come_back(container, view, before):
             # Merely expired: its holder may be about to take it back (see the module doc).
@@ -184,8 +191,10 @@ class ClusterMembership:
                 return
         lease = await self._leases.acquire(container, self.node_id)
         self._free_since.pop(container, None)
-        if lease is None:
-            return
+        if lease is not None:
+            self._start_taking(container, lease)
+
+    def _start_taking(self, container: int, lease: ContainerLease) -> None:
         self._held[container] = lease
         self.moves["taken"] += 1
         log.info("took the lease of container %d: recovering it", container)

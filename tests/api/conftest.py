@@ -44,6 +44,18 @@ def _check_answer(response: httpx.Response) -> None:
         assert isinstance(error["code"], str) and isinstance(error["message"], str), error
 
 
+def checked_client(url: str, token: str | None = None, **options: Any) -> httpx.Client:
+    """A client whose every answer passes :func:`_check_answer`."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(
+        base_url=url,
+        headers=headers,
+        timeout=30,
+        event_hooks={"response": [_check_answer]},
+        **options,
+    )
+
+
 @dataclass
 class LiveServer:
     url: str
@@ -52,14 +64,7 @@ class LiveServer:
     store: SegmentStore  # for the few tests that must reach behind the API (an offline container)
 
     def client(self, token: str | None = None, **options: Any) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(
-            base_url=self.url,
-            headers=headers,
-            timeout=30,
-            event_hooks={"response": [_check_answer]},
-            **options,
-        )
+        return checked_client(self.url, token, **options)
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -113,15 +118,7 @@ class LiveCluster:
         return self.urls[0]
 
     def client(self, token: str | None = None, **options: Any) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(
-            base_url=self.url,
-            headers=headers,
-            timeout=30,
-            event_hooks={"response": [_check_answer]},
-            transport=_AnyNode(self.urls),
-            **options,
-        )
+        return checked_client(self.url, token, transport=_AnyNode(self.urls), **options)
 
 
 @pytest.fixture(scope="session")

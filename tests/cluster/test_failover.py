@@ -68,6 +68,30 @@ async def test_sigkill_of_a_node_under_load(nodes: StoreCluster) -> None:
     writers.verify(nodes.nodes["n2"].url)
 
 
+async def test_a_node_restarted_at_once_takes_its_own_containers_back(
+    nodes: StoreCluster,
+) -> None:
+    """As a pod restarts under the same name: its leases have not expired yet, and it takes
+    them back itself instead of waiting for them to expire and move."""
+    writers = ClusterWriters(lambda: live_urls(nodes), "restart")
+    await writers.create()
+    writers.start()
+    await asyncio.sleep(1)
+    before = held_by(nodes, "n3")
+    nodes.nodes["n3"].sigkill()
+    restarted = time.monotonic()
+    nodes.start_node("n3").wait_listening(30)
+    await asyncio.to_thread(nodes.wait_settled, 60)
+    settled_s = time.monotonic() - restarted
+    await asyncio.sleep(1)
+    await writers.stop()
+    after = held_by(nodes, "n3")
+    print(f"n3 restarted at once: settled again in {settled_s:.2f} s, holding {after}"
+          f" (before: {before}); statuses {dict(writers.statuses)}")  # fmt: skip
+    writers.verify(live_urls(nodes)[0])
+    assert set(writers.statuses) <= {200, 201, 503}
+
+
 async def test_a_paused_owner_is_fenced_when_it_wakes(nodes: StoreCluster) -> None:
     owner = nodes.nodes["n1"]
     container = held_by(nodes, "n1")[0]

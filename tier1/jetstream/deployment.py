@@ -8,7 +8,7 @@ from nats.errors import Error as NatsError
 from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError
 
 from segmentstore.tier1.errors import DataLogError, DataLogWriteError
-from segmentstore.tier1.jetstream.log import connect, epoch_bucket
+from segmentstore.tier1.jetstream.log import connect_or_raise, epoch_bucket
 from segmentstore.tier1.jetstream.options import JetStreamOptions
 
 _KEY = "containers"
@@ -21,11 +21,7 @@ async def claim_container_count(options: JetStreamOptions, containers: int) -> N
     hashed to containers by that count: it can never change), ``DataLogWriteError`` when
     JetStream cannot be reached.
     """
-    try:
-        client = await connect(options, f"segmentstore {options.stream_prefix}")
-    except (NatsError, OSError, TimeoutError) as error:
-        servers = list(options.servers)
-        raise DataLogWriteError(f"cannot reach JetStream at {servers}: {error!r}") from error
+    client = await connect_or_raise(options, f"segmentstore {options.stream_prefix}")
     try:
         bucket = await epoch_bucket(client.jetstream(), options)
         try:

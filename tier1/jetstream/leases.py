@@ -23,7 +23,7 @@ from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequen
 from nats.js.kv import KV_DEL, KV_PURGE
 
 from segmentstore.tier1.errors import DataLogClosedError, DataLogWriteError
-from segmentstore.tier1.jetstream.log import connect, epoch_bucket, key_value_bucket
+from segmentstore.tier1.jetstream.log import connect_or_raise, epoch_bucket, key_value_bucket
 from segmentstore.tier1.jetstream.options import JetStreamOptions
 from segmentstore.tier1.leases import ContainerLease, LeaseStore, Membership
 
@@ -51,12 +51,7 @@ class JetStreamLeases(LeaseStore):
         return f"{self._options.stream_prefix}-cluster"
 
     async def open(self) -> None:
-        try:
-            client = await connect(self._options, f"segmentstore {self.bucket_name}")
-        except (NatsError, OSError, TimeoutError) as error:
-            raise DataLogWriteError(
-                f"cannot reach JetStream at {list(self._options.servers)}: {error!r}"
-            ) from error
+        client = await connect_or_raise(self._options, f"segmentstore {self.bucket_name}")
         try:
             js = client.jetstream(timeout=self._options.ack_timeout_ms / 1000)
             self._bucket = await self._open_bucket(js)

@@ -105,12 +105,7 @@ class JetStreamDurableDataLog(DurableDataLog):
         if self._publisher is not None:
             raise DataLogError(f"data log {self._stream} is already open")
         self._closer = None
-        try:
-            client = await connect(self._options, f"segmentstore {self._stream}")
-        except (NatsError, OSError, TimeoutError) as error:
-            raise DataLogWriteError(
-                f"cannot reach JetStream at {self._options.servers}: {error!r}"
-            ) from error
+        client = await connect_or_raise(self._options, f"segmentstore {self._stream}")
         try:
             js = client.jetstream(timeout=self._options.ack_timeout_ms / 1000)
             await self._ensure_stream(js)
@@ -341,6 +336,15 @@ class JetStreamDurableDataLog(DurableDataLog):
                 f"cannot truncate data log {self._stream}: {error!r}"
             ) from error
         self._size_bytes = info.state.bytes
+
+
+async def connect_or_raise(options: JetStreamOptions, name: str) -> Client:
+    """:func:`connect`, its failure a ``DataLogWriteError``."""
+    try:
+        return await connect(options, name)
+    except (NatsError, OSError, TimeoutError) as error:
+        servers = list(options.servers)
+        raise DataLogWriteError(f"cannot reach JetStream at {servers}: {error!r}") from error
 
 
 async def connect(options: JetStreamOptions, name: str) -> Client:
