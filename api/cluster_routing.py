@@ -69,7 +69,12 @@ class ClusterRouting:
         self.count = membership.container_count
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _header(scope, FORWARDED_BY) is not None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.membership.leaving:
+            send = _closing(send)  # no connection to a node that is stopping is kept
+        if _header(scope, FORWARDED_BY) is not None:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
@@ -217,6 +222,16 @@ async def _rest(
             yield body
         if not message.get("more_body", False):
             return
+
+
+def _closing(send: Send) -> Send:
+    async def closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k != b"connection"]
+            message = {**message, "headers": [*headers, (b"connection", b"close")]}
+        await send(message)
+
+    return closing
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 GRACEFUL_TIMEOUT_S = 10
 # A node stopping gracefully gives its containers this long to drain and move.
 HAND_OVER_TIMEOUT_S = 15
+LEAVING_GRACE_S = 1.0
 
 
 def serving_app(
@@ -94,6 +95,10 @@ class _HandOverFirst(uvicorn.Server):
     async def _leave_then_exit(self, sig: int) -> None:
         try:
             await asyncio.wait_for(self._cluster.leave(), HAND_OVER_TIMEOUT_S)
+            # Still listening a moment (every answer now closes its connection, and /readyz
+            # says 503): a request already on its way is answered, not cut off with the
+            # connection it came on.
+            await asyncio.sleep(LEAVING_GRACE_S)
         except Exception:
             log.exception("handing containers over failed; stopping anyway")
         finally:

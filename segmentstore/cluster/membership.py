@@ -236,6 +236,10 @@ class ClusterMembership:
 
     # -- what routing reads ------------------------------------------------------------------
 
+    @property
+    def leaving(self) -> bool:
+        return self._leaving
+
     def serves(self, container: int) -> bool:
         return container in self._held
 

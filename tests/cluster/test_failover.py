@@ -173,7 +173,7 @@ async def test_sigkill_of_a_jetstream_node_under_load(
     print(f"JetStream node killed: {writers.appended} appends, statuses {dict(writers.statuses)}")
     writers.verify(live_urls(nodes)[0])
     assert set(writers.statuses) <= {200, 201, 503}
-    assert writers.transport_errors == 0
+    assert writers.transport_errors == 0, writers.lost_connections
 
 
 async def test_a_joining_and_a_leaving_node_move_containers_with_503s_only(
@@ -202,5 +202,5 @@ async def test_a_joining_and_a_leaving_node_move_containers_with_503s_only(
           f" statuses {dict(writers.statuses)}")  # fmt: skip
     writers.verify(live_urls(nodes)[0])
     assert set(writers.statuses) <= {200, 201, 503}
-    assert writers.transport_errors == 0
+    assert writers.transport_errors == 0, writers.lost_connections
     del nodes.nodes["n4"]

@@ -19,6 +19,9 @@ from collections.abc import Callable
 import httpx
 
 WRITERS = 12
+# Idle connections are dropped well before the server's 5 s keep-alive ends: a request sent on
+# a connection the server is closing that moment is lost on the way (as with any HTTP server).
+_POOL = httpx.Limits(keepalive_expiry=2.0)
 
 
 def payload(writer: int, seq: int) -> bytes:
@@ -33,13 +36,14 @@ class ClusterWriters:
         self.sent: dict[str, int] = dict.fromkeys(self.segments, 0)
         self.statuses: Counter[int] = Counter()
         self.transport_errors = 0
+        self.lost_connections: list[str] = []  # which node, and how
         self.duplicates = 0
         self.bad: list[str] = []
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
     async def create(self) -> None:
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, limits=_POOL) as http:
             for segment in self.segments:
                 answer = await self._until_done(http, "PUT", f"/v1/segments/{segment}", b"")
                 assert answer.status_code == 201, answer.text
@@ -59,8 +63,9 @@ class ClusterWriters:
             url = random.choice(self.urls())
             try:
                 answer = await http.request(method, url + path, content=body, headers=headers)
-            except httpx.TransportError:
+            except httpx.TransportError as error:
                 self.transport_errors += 1
+                self.lost_connections.append(f"{url}: {error!r}")
                 await asyncio.sleep(0.1)
                 continue
             self.statuses[answer.status_code] += 1
@@ -74,7 +79,7 @@ class ClusterWriters:
     async def _write(self, writer: int) -> None:
         segment = self.segments[writer]
         path = f"/v1/segments/{segment}:append"
-        async with httpx.AsyncClient(timeout=60) as http:
+        async with httpx.AsyncClient(timeout=60, limits=_POOL) as http:
             seq = 0
             while not self._stop.is_set():
                 headers = {"Writer-Id": f"w{writer}", "Writer-Seq": str(seq)}
