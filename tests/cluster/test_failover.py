@@ -6,8 +6,10 @@ stale owner never writes again, and the only refusals a client sees are 503s wit
 from __future__ import annotations
 
 import asyncio
+import random
 import signal
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -50,16 +52,24 @@ async def test_sigkill_of_a_node_under_load(nodes: StoreCluster) -> None:
     victim = nodes.nodes["n2"]
     moved = held_by(nodes, "n2")
     assert moved, "n2 held nothing"
+    # A burst of appends straight at the owner, killed while it answers them: some are
+    # durable without their answer. Retried through the survivors, those answer duplicate.
+    burst = Burst(name_in(moved[0], nodes.containers, "burst"), 64)
+    await burst.fire(victim.url, nodes)
     killed = time.monotonic()
     victim.sigkill()
+    retried = asyncio.create_task(burst.retry(lambda: live_urls(nodes)))
     await asyncio.to_thread(nodes.wait_settled, 60)
     takeover_s = time.monotonic() - killed
     await asyncio.sleep(2)  # more appends on the new owners
     await writers.stop()
+    await retried
     print(f"takeover of {len(moved)} containers after SIGKILL: {takeover_s:.2f} s;"
           f" {writers.appended} appends, {writers.duplicates} answered duplicate,"
-          f" statuses {dict(writers.statuses)}")  # fmt: skip
+          f" statuses {dict(writers.statuses)}; burst: {burst.answered_before} answered before"
+          f" the kill, {burst.duplicates} of the retried answered duplicate")  # fmt: skip
     writers.verify(live_urls(nodes)[0])
+    burst.verify(live_urls(nodes)[0])
     assert takeover_s < 30
     assert set(writers.statuses) <= {200, 201, 503}
 
@@ -135,6 +145,63 @@ async def test_a_paused_owner_is_fenced_when_it_wakes(nodes: StoreCluster) -> No
     said = [line for line in log.splitlines() if "fenced" in line or "lost the lease" in line]
     print(f"container {container} moved to {new_owner}; the stale owner's log says: {said}")
     await asyncio.to_thread(nodes.wait_settled, 60)
+
+
+class Burst:
+    """``count`` appends to one segment at once, each with a writer id of its own."""
+
+    def __init__(self, segment: str, count: int) -> None:
+        self.segment = segment
+        self.count = count
+        self.pending: dict[int, asyncio.Task[httpx.Response]] = {}
+        self.answered_before = 0
+        self.duplicates = 0
+        self._http = httpx.AsyncClient(timeout=60)
+
+    def payload(self, i: int) -> bytes:
+        return f"[burst {i:03d}]".encode()
+
+    async def fire(self, url: str, nodes: StoreCluster) -> None:
+        assert (await self._http.put(f"{url}/v1/segments/{self.segment}")).status_code == 201
+        for i in range(self.count):
+            self.pending[i] = asyncio.create_task(self._send(url, i))
+        # The kill comes once the owner has answered a quarter: it is in the middle of the rest.
+        while sum(task.done() for task in self.pending.values()) < self.count // 4:
+            await asyncio.sleep(0.001)
+
+    async def _send(self, url: str, i: int) -> httpx.Response:
+        return await self._http.post(
+            f"{url}/v1/segments/{self.segment}:append",
+            content=self.payload(i),
+            headers={"Writer-Id": f"burst-{i}", "Writer-Seq": "0"},
+        )
+
+    async def retry(self, urls: Callable[[], list[str]]) -> None:
+        for i, task in self.pending.items():
+            try:
+                answer: httpx.Response | None = await task
+            except httpx.TransportError:
+                answer = None
+            if answer is not None and answer.status_code == 200:
+                self.answered_before += 1
+                continue
+            while True:  # the same writer id and sequence: applied at most once
+                try:
+                    answer = await self._send(random.choice(urls()), i)
+                except httpx.TransportError:
+                    await asyncio.sleep(0.1)
+                    continue
+                if answer.status_code == 200:
+                    self.duplicates += bool(answer.json().get("duplicate"))
+                    break
+                await asyncio.sleep(0.1)
+        await self._http.aclose()
+
+    def verify(self, url: str) -> None:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            data = read_whole(http, self.segment)
+        pieces = sorted(data[i : i + 11] for i in range(0, len(data), 11))
+        assert pieces == sorted(self.payload(i) for i in range(self.count))
 
 
 def held_by_view(answer: httpx.Response, node_id: str) -> list[int]:
