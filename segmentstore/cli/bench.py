@@ -87,6 +87,7 @@ def add_command(commands: Any) -> None:
     tier1.add_argument("--dir", default=None, help="where to write (default: temp dir)")
     tier1.add_argument("--json", default=None, help="also write the results here")
     tier1.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
+    tier1.add_argument("--replicas", type=int, default=3, help="copies of each stream")
     tier1.set_defaults(run=_tier1)
     cluster = benches.add_parser(
         "cluster", help="cluster mode: takeover after SIGKILL, forwarding, a second node"
@@ -154,7 +155,9 @@ def _append(args: argparse.Namespace) -> int:
 def _tier1(args: argparse.Namespace) -> int:
     from segmentstore.bench import tier1
 
-    tier1.run(args.seconds, args.rounds, args.segments, args.dir, args.json, args.loop)
+    tier1.run(
+        args.seconds, args.rounds, args.segments, args.dir, args.json, args.loop, args.replicas
+    )
     return 0
 
 
