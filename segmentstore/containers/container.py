@@ -178,12 +178,15 @@ class SegmentContainer(ContainerGauges):
         )
 
     async def stop(self) -> None:
-        await self._release_resources()
+        # Stopped first: a request arriving while the parts stop is refused (503) rather than
+        # let into a read index or log that is being taken apart. What was queued still drains.
         if self.status is not ContainerStatus.OFFLINE:
             self.status = ContainerStatus.STOPPED
+        await self._release_resources()
 
     async def release(self) -> None:
         """Stop for good on this node (another owns it now): no failure is kept."""
+        self.status = ContainerStatus.STOPPED
         await self._release_resources()
         self.status = ContainerStatus.STOPPED
         self.failure, self.failure_error = None, None
