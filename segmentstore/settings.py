@@ -50,6 +50,10 @@ class StoreSettings(_Section):
     recovery_retry_min_ms: int = Field(default=500, ge=1)
     recovery_retry_max_ms: int = Field(default=30_000, ge=1)
     recovery_room_bytes: int = Field(default=8 * MiB, ge=0)
+    # Tier 1 lost, Tier 2 intact: rebuild Tier 1 from the Tier 2 manifests instead of refusing
+    # to start (README, Rebuilding a lost Tier 1). Only a data directory without Tier 1 is
+    # rebuilt, once; what Tier 2 does not keep is lost and reported.
+    rebuild_from_tier2: bool = False
 
 
 class DurableLogSettings(_Section):
