@@ -252,6 +252,13 @@ class Settings(_Section):
             raise ValueError("cache.max_bytes must hold one maximal append")
         return self
 
+    @model_validator(mode="after")
+    def _rebuild_needs_local_tier1(self) -> Settings:
+        # On JetStream, opening a container's stream to rebuild it would fence its live owner.
+        if self.store.rebuild_from_tier2 and self.tier1.mode != "local":
+            raise ValueError("store.rebuild_from_tier2 rebuilds a local Tier 1 only")
+        return self
+
     def tier2_uri(self) -> str:
         return self.tier2.uri or (self.store.data_dir.resolve() / "tier2").as_uri()
 
