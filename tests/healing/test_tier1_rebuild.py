@@ -131,6 +131,8 @@ async def test_tier1_deleted_after_a_flush_is_rebuilt_from_tier2(
                 assert info.sealed == (name == SEGMENTS[3])
                 assert await read_all(store, name) == flushed_bytes  # byte for byte
                 assert await store.get_attributes(name) == {}
+            # The time index sidecars in Tier 2 still serve :offsetAt over the restored bytes.
+            assert await store.offset_at(SEGMENTS[0], 0) == 0
             # Exactly-once state is gone: the same writer sequence number is applied again.
             again = await store.append(SEGMENTS[0], b"once", writer_id="w", writer_seq=1)
             assert not again.duplicate
