@@ -14,13 +14,11 @@ import logging
 import random
 import shutil
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from moto.server import ThreadedMotoServer
 from store_checks import flush, read_all, stored_segment
 
 from segmentstore import InvalidArgumentError, SegmentStore, Settings
@@ -34,6 +32,7 @@ WRITER = {
     "flush_threshold_bytes": 64 << 20,
     "max_chunk_bytes": 8192,
 }
+UNFLUSHED = b"never flushed"
 SEGMENTS = [f"rebuild/stream/{i}" for i in range(9)]  # in all four containers
 
 
@@ -53,17 +52,6 @@ class Tier2:
         return SegmentStore.open(
             data_dir, settings=settings, storage_writer=WRITER, store=store, containers=4
         )
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["file", pytest.param("s3", marks=pytest.mark.s3)])
@@ -97,9 +85,16 @@ async def fill(store: SegmentStore, rng: random.Random) -> dict[str, bytes]:
         await store.append(name, rng.randbytes(rng.randint(1, 3000)))
     await store.seal(SEGMENTS[3])
     await flush(store)
-    await store.append(SEGMENTS[4], b"never flushed")
+    await store.append(SEGMENTS[4], UNFLUSHED)
     assert {c.id for c in store.containers if c.segment_names()} == {0, 1, 2, 3}
     return {name: await read_all(store, name) for name in SEGMENTS}
+
+
+async def serves_what_was_flushed(store: SegmentStore, before: dict[str, bytes]) -> None:
+    """Every segment's bytes as ``fill`` left them, but the one append never flushed."""
+    for name in SEGMENTS:
+        flushed = before[name][: -len(UNFLUSHED)] if name == SEGMENTS[4] else before[name]
+        assert await read_all(store, name) == flushed
 
 
 async def test_tier1_deleted_after_a_flush_is_rebuilt_from_tier2(
@@ -109,7 +104,7 @@ async def test_tier1_deleted_after_a_flush_is_rebuilt_from_tier2(
     async with tier2.open_store(data) as store:
         before = await fill(store, random.Random(17))
     flushed = {name: tier2.segment(name) for name in SEGMENTS}
-    assert flushed[SEGMENTS[4]][0].storage_length == len(before[SEGMENTS[4]]) - 13
+    assert flushed[SEGMENTS[4]][0].storage_length == len(before[SEGMENTS[4]]) - len(UNFLUSHED)
     assert flushed[SEGMENTS[2]][0].start_offset == 100
     owner_epochs = max(m.owner_epoch for m, _ in flushed.values())
     assert owner_epochs >= 4
@@ -187,9 +182,7 @@ async def test_tier1_deleted_beside_its_identity_is_refused_then_rebuilt(tmp_pat
     with pytest.raises(InvalidArgumentError, match="has no Tier 1, but Tier 2 at"):
         await tier2.open_store(data).start()
     async with tier2.open_store(data, rebuild_from_tier2=True) as store:
-        for name in SEGMENTS:
-            flushed = before[name][:-13] if name == SEGMENTS[4] else before[name]
-            assert await read_all(store, name) == flushed
+        await serves_what_was_flushed(store, before)
 
 
 async def test_an_interrupted_rebuild_is_run_again_and_keeps_what_it_wrote(
@@ -212,9 +205,7 @@ async def test_an_interrupted_rebuild_is_run_again_and_keeps_what_it_wrote(
     with pytest.raises(InvalidArgumentError, match="has no Tier 1"):
         await tier2.open_store(data).start()
     async with tier2.open_store(data, rebuild_from_tier2=True) as store:
-        for name in SEGMENTS:
-            flushed = before[name][:-13] if name == SEGMENTS[4] else before[name]
-            assert await read_all(store, name) == flushed
+        await serves_what_was_flushed(store, before)
     report = json.loads((data / "rebuild-report.json").read_text())
     assert [c["tier1"] for c in report["containers"]] == ["kept", "kept", "rebuilt", "rebuilt"]
     assert not (data / "rebuild.incomplete").exists()
