@@ -51,8 +51,8 @@ class StoreSettings(_Section):
     recovery_retry_max_ms: int = Field(default=30_000, ge=1)
     recovery_room_bytes: int = Field(default=8 * MiB, ge=0)
     # Tier 1 lost, Tier 2 intact: rebuild Tier 1 from the Tier 2 manifests instead of refusing
-    # to start (README, Rebuilding a lost Tier 1). Only a data directory without Tier 1 is
-    # rebuilt, once; what Tier 2 does not keep is lost and reported.
+    # to start (README, Rebuilding a lost Tier 1 from Tier 2). Only a data directory without
+    # Tier 1 is rebuilt, once; what Tier 2 does not keep is lost and reported.
     rebuild_from_tier2: bool = False
 
 
