@@ -31,7 +31,12 @@ def claim_data_dir(data_dir: Path, containers: int) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, identity)
-    directory = os.open(data_dir, os.O_RDONLY)
+    sync_directory(data_dir)
+
+
+def sync_directory(path: Path) -> None:
+    """Make the names in directory ``path`` (files created, replaced, removed) durable."""
+    directory = os.open(path, os.O_RDONLY)
     try:
         os.fsync(directory)
     finally:

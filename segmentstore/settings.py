@@ -50,6 +50,10 @@ class StoreSettings(_Section):
     recovery_retry_min_ms: int = Field(default=500, ge=1)
     recovery_retry_max_ms: int = Field(default=30_000, ge=1)
     recovery_room_bytes: int = Field(default=8 * MiB, ge=0)
+    # Tier 1 lost, Tier 2 intact: rebuild Tier 1 from the Tier 2 manifests instead of refusing
+    # to start (README, Rebuilding a lost Tier 1 from Tier 2). Only a data directory without
+    # Tier 1 is rebuilt, once; what Tier 2 does not keep is lost and reported.
+    rebuild_from_tier2: bool = False
 
 
 class DurableLogSettings(_Section):
@@ -246,6 +250,13 @@ class Settings(_Section):
             raise ValueError("durable_log.max_in_flight_bytes must hold one maximal append")
         if self.cache.max_bytes < self.store.max_append_bytes + self.cache.block_bytes:
             raise ValueError("cache.max_bytes must hold one maximal append")
+        return self
+
+    @model_validator(mode="after")
+    def _rebuild_needs_local_tier1(self) -> Settings:
+        # On JetStream, opening a container's stream to rebuild it would fence its live owner.
+        if self.store.rebuild_from_tier2 and self.tier1.mode != "local":
+            raise ValueError("store.rebuild_from_tier2 rebuilds a local Tier 1 only")
         return self
 
     def tier2_uri(self) -> str:

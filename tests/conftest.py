@@ -45,6 +45,21 @@ def shared_store_cluster(
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """One moto S3 server on a free port of 127.0.0.1 for the whole run (each user takes a
+    bucket or prefix of its own)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SegmentStore]:
     async with SegmentStore.open(tmp_path / "data", **SMALL) as opened:

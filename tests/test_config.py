@@ -46,6 +46,8 @@ def test_yaml_files_work_too(tmp_path: Path) -> None:
         ("", {"SEGMENTSTORE_NOPE__X": "1"}),  # no such section
         ("not = [valid toml", {}),
         ("", {"SEGMENTSTORE_AUTH__TOKENS": '{"t": "root"}'}),  # no such role
+        # a rebuild from Tier 2 is for a local Tier 1 only
+        ('[store]\nrebuild_from_tier2 = true\n[tier1]\nmode = "jetstream"\n', {}),
     ],
 )
 def test_bad_settings_are_refused_with_a_clear_error(

@@ -5,7 +5,9 @@ strictly increases from record to record (not necessarily by one). The contract:
 
 * **Ownership and epoch.** :meth:`open` takes exclusive ownership and durably bumps the epoch
   before returning it, so a previous owner can be told apart (and, where the medium supports it,
-  fenced: its next append fails with ``DataLogFencedError``).
+  fenced: its next append fails with ``DataLogFencedError``). An opener may ask for an epoch of
+  at least ``min_epoch``: a log rebuilt after its medium was lost must outrank the owners that
+  Tier 2 remembers.
 * **Ordering.** Records are durable and readable in the order :meth:`append` was called. The
   futures it returns resolve in that same order.
 * **Durability.** A future resolves with the record's address only once the record, and every
@@ -39,8 +41,9 @@ class DurableDataLog(ABC):
     """One container's Tier 1 log. Not thread-safe: call it from one event loop."""
 
     @abstractmethod
-    async def open(self) -> int:
-        """Take ownership, drop a torn tail, durably bump the epoch and return it."""
+    async def open(self, min_epoch: int = 0) -> int:
+        """Take ownership, drop a torn tail, durably bump the epoch (to at least ``min_epoch``)
+        and return it."""
 
     @property
     @abstractmethod

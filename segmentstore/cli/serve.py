@@ -33,6 +33,7 @@ _FLAG_KEYS = {
     "cluster": ("cluster", "enabled"),
     "node_id": ("cluster", "node_id"),
     "advertise": ("cluster", "advertise_url"),
+    "rebuild_from_tier2": ("store", "rebuild_from_tier2"),
 }
 
 
@@ -72,6 +73,13 @@ def add_command(commands: Any) -> None:
     )
     serve.add_argument(
         "--log-format", default=None, help="text (default) or json (one object a line)"
+    )
+    serve.add_argument(
+        "--rebuild-from-tier2",
+        action="store_true",
+        default=None,
+        help="Tier 1 lost: rebuild it from the Tier 2 manifests, naming what was lost"
+        " (README, Rebuilding a lost Tier 1 from Tier 2)",
     )
     serve.add_argument(
         "--print-config", action="store_true", help="print settings (secrets masked) and exit"

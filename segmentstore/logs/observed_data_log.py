@@ -28,8 +28,8 @@ class ObservedDataLog(DurableDataLog):
         self.inner = inner
         self._observations = observations
 
-    async def open(self) -> int:
-        return await self.inner.open()
+    async def open(self, min_epoch: int = 0) -> int:
+        return await self.inner.open(min_epoch)
 
     @property
     def epoch(self) -> int:

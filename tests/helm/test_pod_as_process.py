@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
 import yaml
 from helm_chart import render, start_pod
-from moto.server import ThreadedMotoServer
 from served_store import ServedStore
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
@@ -29,17 +27,6 @@ pytestmark = [pytest.mark.integration]
 BUCKET = "pod-tier2"
 # The pod's network namespace is played by loopback (start_pod's docstring).
 ON_LOOPBACK = {"config__api__host": "127.0.0.1", "config__api__port": "0"}
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 def test_the_single_node_pod_serves_and_keeps_its_data_on_its_volume(tmp_path: Path) -> None:

@@ -146,6 +146,19 @@ class TestDurableDataLogContract:
         await other.close()
         assert all(a < b for a, b in itertools.pairwise(epochs))
 
+    async def test_open_raises_the_epoch_to_a_floor_and_never_lowers_it(
+        self, harness: LogHarness
+    ) -> None:
+        log = harness.new_log()
+        assert await log.open(min_epoch=40) == 40  # a new log starts at the floor
+        await log.close()
+        assert await log.open(min_epoch=7) == 41  # a floor below the epoch changes nothing
+        await log.close()
+        assert await log.open(min_epoch=50) == 50
+        await log.close()
+        assert await log.open() == 51
+        await log.close()
+
     async def test_read_from_an_address(self, harness: LogHarness) -> None:
         log = harness.new_log()
         await log.open()

@@ -101,7 +101,7 @@ class JetStreamDurableDataLog(DurableDataLog):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def open(self) -> int:
+    async def open(self, min_epoch: int = 0) -> int:
         if self._publisher is not None:
             raise DataLogError(f"data log {self._stream} is already open")
         self._closer = None
@@ -109,7 +109,7 @@ class JetStreamDurableDataLog(DurableDataLog):
         try:
             js = client.jetstream(timeout=self._options.ack_timeout_ms / 1000)
             await self._ensure_stream(js)
-            self._epoch = await self._bump_epoch(js)
+            self._epoch = await self._bump_epoch(js, min_epoch)
             self._subject = self._options.subject(self._container, self._epoch)
             await self._claim_stream(js)
             last = await self._fence(js)
@@ -170,18 +170,19 @@ class JetStreamDurableDataLog(DurableDataLog):
                 f" {self._options.replicas} configured"
             )
 
-    async def _bump_epoch(self, js: JetStreamContext) -> int:
+    async def _bump_epoch(self, js: JetStreamContext, min_epoch: int) -> int:
         bucket = await epoch_bucket(js, self._options)
         key = f"container-{self._container}"
         while True:
             try:
                 entry = await bucket.get(key)
             except KeyNotFoundError:
+                first = max(1, min_epoch)
                 with contextlib.suppress(KeyWrongLastSequenceError, BadRequestError):
-                    await bucket.create(key, b"1")
-                    return 1
+                    await bucket.create(key, str(first).encode())
+                    return first
                 continue
-            epoch = int((entry.value or b"0").decode()) + 1
+            epoch = max(int((entry.value or b"0").decode()) + 1, min_epoch)
             with contextlib.suppress(KeyWrongLastSequenceError, BadRequestError):
                 await bucket.update(key, str(epoch).encode(), last=entry.revision)
                 return epoch

@@ -84,11 +84,11 @@ class LocalDurableDataLog(DurableDataLog):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def open(self) -> int:
+    async def open(self, min_epoch: int = 0) -> int:
         if self._commit is not None or self._closer is not None:
             raise DataLogError(f"data log {self.path} is already open")
         loop = asyncio.get_running_loop()
-        recovering = asyncio.ensure_future(asyncio.to_thread(self._recover))
+        recovering = asyncio.ensure_future(asyncio.to_thread(self._recover, min_epoch))
         try:
             recovered = await asyncio.shield(recovering)
         except asyncio.CancelledError:
@@ -117,14 +117,14 @@ class LocalDurableDataLog(DurableDataLog):
             os.close(recovering.result().fd)
             self._directory.unlock()
 
-    def _recover(self) -> _Recovered:
+    def _recover(self, min_epoch: int) -> _Recovered:
         directory = self._directory
         try:
             directory.lock()
         except OSError as e:
             raise _error_from(f"cannot lock data log {self.path}", e) from e
         try:
-            return self._recover_locked()
+            return self._recover_locked(min_epoch)
         except OSError as e:
             directory.unlock()
             raise _error_from(f"cannot open data log {self.path}", e) from e
@@ -132,10 +132,10 @@ class LocalDurableDataLog(DurableDataLog):
             directory.unlock()
             raise
 
-    def _recover_locked(self) -> _Recovered:
+    def _recover_locked(self, min_epoch: int) -> _Recovered:
         directory = self._directory
         old = directory.read_meta()
-        meta = Meta(epoch=old.epoch + 1, truncated_below=old.truncated_below)
+        meta = Meta(epoch=max(old.epoch + 1, min_epoch), truncated_below=old.truncated_below)
         directory.write_meta(meta)
         bases = directory.file_bases()
         fd: int | None = None

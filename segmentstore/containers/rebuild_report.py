@@ -1,0 +1,148 @@
+"""What a rebuild from Tier 2 restored, and what it could not: the operator's record of it.
+
+Tier 2 keeps, per segment, only what its manifest says: name, segment id, start offset,
+storage length and whether it is sealed. Everything else a segment had lived in Tier 1 alone
+and is gone with it (:data:`LOST_WITH_TIER1`), and so is every segment that never reached
+Tier 2. The report says so per segment (a log line each), in a summary line, and as a JSON
+document kept in the data directory (``docs/formats.md``, the rebuild report).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from segmentstore.tier2 import SegmentManifest
+
+log = logging.getLogger(__name__)
+
+REPORT_FILE = "rebuild-report.json"
+REPORT_FORMAT = 1
+
+# What each rebuilt segment had in Tier 1 only.
+LOST_WITH_TIER1 = (
+    "attributes",
+    "writer ids and sequence numbers (exactly-once appends)",
+    "retention policy",
+    "creation and modification times (set to the rebuild time)",
+    "bytes appended after the last flush to Tier 2",
+)
+LOST_SEGMENTS = "segments whose bytes never reached Tier 2 (they have no manifest)"
+
+
+@dataclass(frozen=True, slots=True)
+class RebuiltSegment:
+    name: str
+    segment_id: int
+    start_offset: int
+    length: int
+    sealed: bool
+
+    @classmethod
+    def of(cls, manifest: SegmentManifest) -> RebuiltSegment:
+        return cls(
+            manifest.name,
+            manifest.segment_id,
+            manifest.start_offset,
+            manifest.storage_length,
+            manifest.sealed,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "segment_id": self.segment_id,
+            "start_offset": self.start_offset,
+            "length": self.length,
+            "sealed": self.sealed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRebuild:
+    """Container ``container``'s Tier 1 at ``epoch``: rebuilt from its Tier 2 ``segments``,
+    or ``kept`` because it already held records (its Tier 1 was not lost, or an interrupted
+    rebuild had already written it)."""
+
+    container: int
+    epoch: int
+    segments: tuple[RebuiltSegment, ...]
+    kept: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "container": self.container,
+            "epoch": self.epoch,
+            "tier1": "kept" if self.kept else "rebuilt",
+            "segments": [s.to_json() for s in self.segments],
+        }
+
+
+@dataclass(slots=True)
+class RebuildReport:
+    tier2_uri: str
+    rebuilt_at_ms: int
+    containers: list[ContainerRebuild] = field(default_factory=list)
+
+    @property
+    def segments(self) -> int:
+        return sum(len(c.segments) for c in self.containers if not c.kept)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": REPORT_FORMAT,
+            "rebuilt_at_ms": self.rebuilt_at_ms,
+            "tier2_uri": self.tier2_uri,
+            "lost_for_every_segment": list(LOST_WITH_TIER1),
+            "lost_entirely": LOST_SEGMENTS,
+            "containers": [c.to_json() for c in self.containers],
+        }
+
+    def log_lines(self) -> None:
+        """One warning per rebuilt segment and per kept container, then the summary."""
+        lost = ", ".join(LOST_WITH_TIER1)
+        for container in self.containers:
+            if container.kept:
+                log.warning(
+                    "container %d: Tier 1 already holds records, left as it is (epoch %d)",
+                    container.container,
+                    container.epoch,
+                )
+                continue
+            for s in container.segments:
+                log.warning(
+                    "rebuilt %r in container %d (segment id %d) from Tier 2: bytes [%d, %d)%s;"
+                    " lost with Tier 1: %s",
+                    s.name,
+                    container.container,
+                    s.segment_id,
+                    s.start_offset,
+                    s.length,
+                    ", sealed" if s.sealed else "",
+                    lost,
+                )
+        rebuilt = [c.container for c in self.containers if not c.kept]
+        log.warning(
+            "rebuilt Tier 1 of containers %s from Tier 2 at %s: %d segments restored with every"
+            " flushed byte; lost for each: %s; lost entirely: %s",
+            rebuilt,
+            self.tier2_uri,
+            self.segments,
+            lost,
+            LOST_SEGMENTS,
+        )
+
+    def write(self, data_dir: Path) -> Path:
+        """Keep the report as ``data_dir/rebuild-report.json`` (replaced whole)."""
+        path = data_dir / REPORT_FILE
+        temporary = path.with_suffix(".tmp")
+        with open(temporary, "w") as f:
+            json.dump(self.to_json(), f, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+        return path
