@@ -15,8 +15,8 @@ from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.segment_info import AppendResult, SegmentInfo
 
 from . import calls
-from .aiohttp_transport import AiohttpTransport
 from .calls import Call, Data
+from .http1_transport import Http1Transport
 from .httpx_transport import HttpxTransport
 from .owners import CLUSTER_MAP, OwnerMap
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
@@ -51,9 +51,9 @@ class AsyncSegmentStoreClient:
         self._owners = OwnerMap() if route_to_owners else None
         self._reading_owners = False
         self._retry = retry or RetryPolicy()
-        self._http: AiohttpTransport | HttpxTransport
+        self._http: Http1Transport | HttpxTransport
         if transport is None:
-            self._http = AiohttpTransport(
+            self._http = Http1Transport(
                 base_url,
                 headers=headers,
                 timeout_s=timeout_s,
