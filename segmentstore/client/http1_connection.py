@@ -18,6 +18,7 @@ wrong as the client's (httpx's) transport errors, already sorted for the retry r
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 
@@ -59,7 +60,7 @@ class Http1Connection(asyncio.Protocol):
         self._timeout_s = 0.0
         self._last_data = 0.0
         self.closed = False
-        self.idle_since = loop.time()
+        self.idle_since = time.monotonic()
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -69,13 +70,14 @@ class Http1Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._last_data = self._loop.time()
-        if self._waiter is None:
+        if self._waiter is None or self._waiter.done():
             # Bytes nobody asked for: the connection's state is unknown; never reuse it.
             self.close()
             return
-        self._buffer += data
         try:
-            self._parse()
+            if self._buffer or self._headers is not None or not self._parse_whole(data):
+                self._buffer += data
+                self._parse()
         except httpx.RemoteProtocolError as error:
             self._fail(error)
 
@@ -109,10 +111,18 @@ class Http1Connection(asyncio.Protocol):
         elif len(body) < _JOIN_BELOW_BYTES:
             transport.write(head + body)
         else:
-            transport.writelines((head, body))
+            # Two writes, not writelines: before Python 3.12 that joins them, copying the body.
+            transport.write(head)
+            transport.write(body)
+        now = self._last_data = self._loop.time()
         self._timeout_s = timeout_s
-        self._last_data = self._loop.time()
-        self._timer = self._loop.call_at(self._last_data + timeout_s, self._check_timeout)
+        # One timer per connection, armed while it is busy and left armed between requests
+        # (cheaper than one per request); brought forward when this request's is earlier.
+        timer = self._timer
+        if timer is None or timer.when() > now + timeout_s:
+            if timer is not None:
+                timer.cancel()
+            self._timer = self._loop.call_at(now + timeout_s, self._check_timeout)
         try:
             return await waiter
         except BaseException:
@@ -120,22 +130,24 @@ class Http1Connection(asyncio.Protocol):
             raise
         finally:
             self._waiter = None
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self.idle_since = self._loop.time()
+            self.idle_since = time.monotonic()
 
     def close(self) -> None:
         self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._transport is not None:
             self._transport.close()
 
     def _check_timeout(self) -> None:
-        # Rescheduled from the last byte received rather than reset on every read: a large
-        # answer that keeps arriving never times out, a silent server does.
+        self._timer = None
+        if self._waiter is None:
+            return  # idle: the next request arms it again
+        # Counted from the last byte received: a large answer that keeps arriving never times
+        # out, a silent server does.
         deadline = self._last_data + self._timeout_s
         if self._loop.time() >= deadline:
-            self._timer = None
             self._fail(httpx.ReadTimeout(f"no answer within {self._timeout_s:g} s"))
             self.close()
         else:
@@ -153,6 +165,20 @@ class Http1Connection(asyncio.Protocol):
 
     # -- parsing ---------------------------------------------------------------------------
 
+    def _parse_whole(self, data: bytes) -> bool:
+        """The usual case, without copying into the buffer: ``data`` is one whole answer with
+        a ``Content-Length``. False (nothing consumed) when it is anything else."""
+        end = data.find(_HEAD_END)
+        if end < 0:
+            return False
+        self._read_head(data[:end])
+        stop = end + 4 + self._body_bytes
+        if self._headers is None or self._body_bytes < 0 or len(data) != stop:
+            self._status, self._headers, self._body_bytes = 0, None, -1
+            return False
+        self._finish(data[end + 4 :])
+        return True
+
     def _parse(self) -> None:
         buffer = self._buffer
         while self._headers is None:
@@ -168,6 +194,8 @@ class Http1Connection(asyncio.Protocol):
             if len(buffer) >= self._body_bytes:
                 body = bytes(buffer[: self._body_bytes])
                 del buffer[: self._body_bytes]
+                if buffer:
+                    self._keep_alive = False  # more than one answer: never reuse it
                 self._finish(body)
         elif self._body_bytes == -1:
             self._read_chunks()
@@ -180,24 +208,25 @@ class Http1Connection(asyncio.Protocol):
         status = int(rest[:3])
         if 100 <= status < 200:
             return  # an interim answer (100 Continue): the real one follows
-        headers = ReplyHeaders()
+        found: dict[str, str] = {}
         for line in lines[1:]:
             name, colon, value = line.partition(":")
             if not colon:
                 raise httpx.RemoteProtocolError(f"a malformed header line: {line[:80]!r}")
             key = name.strip().lower()
-            value = value.strip()
-            previous = dict.get(headers, key)
-            dict.__setitem__(headers, key, value if previous is None else f"{previous}, {value}")
-        connection = dict.get(headers, "connection", "").lower()
+            if key in found:
+                found[key] += ", " + value.strip()
+            else:
+                found[key] = value.strip()
+        connection = found.get("connection", "").lower()
         self._keep_alive = (
             "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
         )
-        self._status, self._headers = status, headers
-        if "chunked" in dict.get(headers, "transfer-encoding", "").lower():
+        self._status, self._headers = status, ReplyHeaders(found)
+        if "chunked" in found.get("transfer-encoding", "").lower():
             self._body_bytes = -1
             self._chunks = []
-        elif (length := dict.get(headers, "content-length")) is not None:
+        elif (length := found.get("content-length")) is not None:
             if not length.isdigit():
                 raise httpx.RemoteProtocolError(f"a malformed Content-Length: {length[:40]!r}")
             self._body_bytes = int(length)
@@ -226,6 +255,8 @@ class Http1Connection(asyncio.Protocol):
                 if end < 0:
                     return
                 del buffer[: end + 4]
+                if buffer:
+                    self._keep_alive = False  # more than one answer: never reuse it
                 self._finish(b"".join(self._chunks))
                 return
             start = line_end + 2

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -77,16 +78,24 @@ class _Pool:
         self.waiters: deque[asyncio.Future[None]] = deque()
         self.closed = False
 
+    def take_idle(self) -> Http1Connection | None:
+        """The most recently used idle connection still fit to reuse, if any."""
+        now = time.monotonic()
+        while self.idle:
+            connection = self.idle.pop()
+            if connection.reusable and now - connection.idle_since < KEEPALIVE_S:
+                return connection
+            self._drop(connection)
+        return None
+
     async def acquire(self, timeout_s: float) -> Http1Connection:
+        """A connection to send on: an idle one, a new one, or the next one released."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
-            now = loop.time()
-            while self.idle:
-                connection = self.idle.pop()
-                if connection.reusable and now - connection.idle_since < KEEPALIVE_S:
-                    return connection
-                self._drop(connection)
+            connection = self.take_idle()
+            if connection is not None:
+                return connection
             if self.open < self.limit:
                 break
             waiter = loop.create_future()
@@ -191,7 +200,7 @@ class Http1Transport:
         pool = self._pool(base_url or self._base_url)
         data, headers = calls.body(call)
         head = self._head(pool, call, data, headers)
-        connection = await pool.acquire(self._timeout_s)
+        connection = pool.take_idle() or await pool.acquire(self._timeout_s)
         try:
             status, answer_headers, content = await connection.request(
                 head, data, self._timeout_s + call.extra_timeout_s
