@@ -28,11 +28,12 @@ T = TypeVar("T")
 
 class AsyncSegmentStoreClient:
     """A segment store over HTTP for asyncio code; see ``SegmentStoreClient`` for the
-    arguments. Requests go over aiohttp (see :mod:`.aiohttp_transport`) through one pool of
-    at most ``max_connections`` keep-alive connections; a ``transport`` of httpx's replaces
-    it (tests, proxies). ``verify`` checks the server's certificate for ``https://``: True
-    with the system's CAs, a CA bundle's path, or False for none. In a cluster each request
-    goes to the node that holds its segment (``route_to_owners``; see :mod:`.owners`)."""
+    arguments. Requests go over the client's own HTTP/1.1 transport (see
+    :mod:`.http1_transport`), at most ``max_connections`` keep-alive connections to each
+    server; a ``transport`` of httpx's replaces it (tests, proxies). ``verify`` checks the
+    server's certificate for ``https://``: True with the system's CAs, a CA bundle's path,
+    or False for none. In a cluster each request goes to the node that holds its segment
+    (``route_to_owners``; see :mod:`.owners`)."""
 
     def __init__(
         self,
