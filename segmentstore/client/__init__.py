@@ -1,5 +1,6 @@
 """A client for the segment store's HTTP API (docs/api.md): blocking (on httpx) or asyncio
-(over its own HTTP/1.1 connections), and a batching, exactly-once event writer and a tail-following event reader.
+(over its own HTTP/1.1 connections), and a batching, exactly-once event writer and a
+tail-following event reader.
 
     from segmentstore.client import SegmentStoreClient
 
