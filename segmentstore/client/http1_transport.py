@@ -162,8 +162,9 @@ class _Pool:
 
 class Http1Transport:
     """Sends :class:`~.calls.Call` requests and returns whole :class:`~.reply.Reply` answers
-    over HTTP/1.1 keep-alive connections; :meth:`aclose` closes every pooled connection
-    (a connection busy with a request closes when that request ends)."""
+    over HTTP/1.1 keep-alive connections; :meth:`aclose` closes every pooled connection (a
+    connection busy with a request closes when that request ends; a later request opens new
+    ones)."""
 
     def __init__(
         self,
@@ -184,13 +185,10 @@ class Http1Transport:
         # Written into every request as they are: formatted once.
         self._fixed = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         self._pools: dict[str, _Pool] = {}
-        self._closed = False
 
     def _pool(self, base_url: str) -> _Pool:
         pool = self._pools.get(base_url)
         if pool is None:
-            if self._closed:
-                raise RuntimeError("the client is closed")
             if base_url.startswith("https:") and self._tls is None:
                 self._tls = _ssl_context(self._verify)
             pool = self._pools[base_url] = _Pool(base_url, self._max_connections, self._tls)
@@ -230,7 +228,6 @@ class Http1Transport:
             raise httpx.LocalProtocolError(f"a header that HTTP cannot carry: {error}") from None
 
     async def aclose(self) -> None:
-        self._closed = True
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
