@@ -189,9 +189,14 @@ class Http1Transport:
     def _pool(self, base_url: str) -> _Pool:
         pool = self._pools.get(base_url)
         if pool is None:
-            if base_url.startswith("https:") and self._tls is None:
-                self._tls = _ssl_context(self._verify)
-            pool = self._pools[base_url] = _Pool(base_url, self._max_connections, self._tls)
+            # "http://node:9090/" and "http://node:9090" are one server, with one pool.
+            origin = base_url.rstrip("/")
+            pool = self._pools.get(origin)
+            if pool is None:
+                if origin.startswith("https:") and self._tls is None:
+                    self._tls = _ssl_context(self._verify)
+                pool = self._pools[origin] = _Pool(origin, self._max_connections, self._tls)
+            self._pools[base_url] = pool
         return pool
 
     async def send(self, call: Call[Any], base_url: str | None = None) -> Reply:
@@ -228,6 +233,6 @@ class Http1Transport:
             raise httpx.LocalProtocolError(f"a header that HTTP cannot carry: {error}") from None
 
     async def aclose(self) -> None:
-        for pool in self._pools.values():
+        for pool in set(self._pools.values()):
             pool.close()
         self._pools.clear()

@@ -205,9 +205,11 @@ async def test_each_request_may_name_its_own_server() -> None:
         http = transport(one.url)
         await http.send(calls.healthz())
         await http.send(calls.healthz(), base_url=other.url + "/")
+        await http.send(calls.healthz(), base_url=other.url)
         await http.send(calls.healthz())
         await http.aclose()
-    assert len(one.requests) == 2 and len(other.requests) == 1
+    assert len(one.requests) == 2 and len(other.requests) == 2
+    assert other.connections == 1  # with or without its trailing slash: one server, one pool
     assert other.requests[0].headers["host"] == other.url.removeprefix("http://")
 
 
