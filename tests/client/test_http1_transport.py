@@ -5,14 +5,18 @@ and its limits, the pool bound, per-request base URLs, and every way an answer g
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from segmentstore.client import calls, http1_transport
+from segmentstore.client.http1_connection import Http1Connection, ReplyHeaders
 from segmentstore.client.http1_transport import Http1Transport
 
 
@@ -246,3 +250,56 @@ async def test_failures_before_sending_are_told_apart() -> None:
     with pytest.raises(httpx.LocalProtocolError, match="line break"):
         await http.send(calls.append("s", b"x", writer_id="w\r\nX-Evil: 1", writer_seq=1))
     await http.aclose()
+
+
+def _parse(wire: bytes, edges: list[int]) -> tuple[int, ReplyHeaders, bytes]:
+    """``wire`` fed to a connection in the pieces that ``edges`` cut it into."""
+    loop = asyncio.new_event_loop()
+    try:
+        connection = Http1Connection(loop)
+        waiter: asyncio.Future[tuple[int, ReplyHeaders, bytes]] = loop.create_future()
+        connection._waiter = waiter  # as request() leaves it once the request is written
+        for start, end in itertools.pairwise(sorted({0, len(wire), *edges})):
+            connection.data_received(wire[start:end])
+        return waiter.result()
+    finally:
+        loop.close()
+
+
+def _wire(body: bytes, chunk_sizes: list[int] | None) -> bytes:
+    """An answer of ``body``: with a Content-Length, or chunked in pieces of ``chunk_sizes``."""
+    if chunk_sizes is None:
+        head = b"HTTP/1.1 201 Created\r\nContent-Length: %d\r\nX-A: 1, 2\r\n\r\n" % len(body)
+        return head + body
+    framed, rest = b"", body
+    for size in [*chunk_sizes, len(body)]:
+        if rest:
+            framed += b"%x\r\n%s\r\n" % (len(rest[:size]), rest[:size])
+            rest = rest[size:]
+    head = b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\nx-a: 2\r\n\r\n"
+    return head + framed + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize("chunk_sizes", [None, [3, 1, 9]], ids=["length", "chunked"])
+def test_an_answer_parses_the_same_cut_anywhere_or_byte_by_byte(
+    chunk_sizes: list[int] | None,
+) -> None:
+    body = b"0123456789abcdefghij"
+    wire = _wire(body, chunk_sizes)
+    for edges in [list(range(len(wire))), *([cut] for cut in range(1, len(wire)))]:
+        status, headers, content = _parse(wire, edges)
+        assert (status, content, headers["x-A"]) == (201, body, "1, 2")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    body=st.binary(max_size=3000),
+    chunk_sizes=st.none() | st.lists(st.integers(1, 700), max_size=8),
+    cuts=st.lists(st.integers(0, 4000), max_size=12),
+)
+def test_an_answer_parses_the_same_however_it_is_cut(
+    body: bytes, chunk_sizes: list[int] | None, cuts: list[int]
+) -> None:
+    wire = _wire(body, chunk_sizes)
+    status, headers, content = _parse(wire, [cut for cut in cuts if cut < len(wire)])
+    assert (status, content, headers["x-A"]) == (201, body, "1, 2")
