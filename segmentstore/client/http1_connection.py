@@ -142,8 +142,8 @@ class Http1Connection(asyncio.Protocol):
 
     def _check_timeout(self) -> None:
         self._timer = None
-        if self._waiter is None:
-            return  # idle: the next request arms it again
+        if self._waiter is None or self._waiter.done():
+            return  # idle, or answered: the next request arms it again
         # Counted from the last byte received: a large answer that keeps arriving never times
         # out, a silent server does.
         deadline = self._last_data + self._timeout_s
