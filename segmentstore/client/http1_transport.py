@@ -14,6 +14,7 @@ by httpx's classes:
     refused, unreachable, TLS handshake refused     -> httpx.ConnectError    (nothing sent)
     no connection free within the timeout           -> httpx.PoolTimeout     (nothing sent)
     a scheme other than http/https, a bad URL       -> httpx.UnsupportedProtocol (never retried)
+    a header value HTTP cannot carry (a line break) -> httpx.LocalProtocolError  (never retried)
     after sending: see :mod:`.http1_connection`
 """
 
