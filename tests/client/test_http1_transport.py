@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -129,6 +130,24 @@ async def test_a_request_carries_its_path_query_headers_and_body() -> None:
     assert request.headers["writer-id"] == "w" and request.headers["writer-seq"] == "3"
     assert request.headers["content-type"] == "application/octet-stream"
     assert request.body == b"payload"
+
+
+async def test_connections_send_without_nagle_delays() -> None:
+    # A large body goes as two writes after its head; with Nagle's algorithm the second could
+    # wait for the server's delayed acknowledgement (tens of ms).
+    async def answer(request: Request) -> list[bytes]:
+        return ok()
+
+    async with scripted(answer) as server:
+        http = transport(server.url)
+        await http.send(calls.append("s", bytes(256 << 10)))
+        connection = http._pool(server.url).take_idle()
+        assert connection is not None and connection._transport is not None
+        sock = connection._transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        http._pool(server.url).release(connection)
+        await http.aclose()
+    assert len(server.requests[0].body) == 256 << 10
 
 
 async def test_chunked_and_close_delimited_answers_arrive_whole_in_any_pieces() -> None:
