@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import cast
 
 import httpx
 
@@ -65,8 +66,8 @@ class Http1Connection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport, though not always a subclass of asyncio.Transport (uvloop's).
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self._last_data = self._loop.time()

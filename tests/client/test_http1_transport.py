@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -16,9 +17,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segmentstore.client import calls, http1_transport
+from segmentstore.client import (
+    AsyncSegmentStoreClient,
+    EventReader,
+    EventWriter,
+    calls,
+    http1_transport,
+)
 from segmentstore.client.http1_connection import Http1Connection, ReplyHeaders
 from segmentstore.client.http1_transport import Http1Transport
+
+from .conftest import LiveServer
 
 
 @dataclass
@@ -322,3 +331,23 @@ def test_an_answer_parses_the_same_however_it_is_cut(
     wire = _wire(body, chunk_sizes)
     status, headers, content = _parse(wire, [cut for cut in cuts if cut < len(wire)])
     assert (status, content, headers["x-A"]) == (201, body, "1, 2")
+
+
+def test_the_client_runs_on_uvloop(live: LiveServer) -> None:
+    # uvloop's transports are not asyncio.Transport subclasses; the service itself runs on it.
+    uvloop = pytest.importorskip("uvloop")
+
+    async def main() -> tuple[list[int], list[tuple[int, bytes]], bool]:
+        segment = f"uvloop/{uuid.uuid4().hex[:8]}"
+        async with AsyncSegmentStoreClient(live.url) as client:
+            await client.create_segment(segment)
+            async with EventWriter(client, linger_ms=1) as writer:
+                offsets = await asyncio.gather(
+                    *(writer.write(segment, bytes([i]) * (i * 700)) for i in range(1, 120))
+                )
+            events = [item async for item in EventReader(client, segment, follow=False)]
+            return offsets, events, await client.healthz()
+
+    offsets, events, healthy = uvloop.run(main())
+    assert healthy and [offset for offset, _ in events] == sorted(offsets)
+    assert [payload for _, payload in events] == [bytes([i]) * (i * 700) for i in range(1, 120)]
