@@ -172,7 +172,8 @@ def test_the_client_talks_https_to_the_server(tmp_path: Path) -> None:
             pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"),
         ):
             stranger.get_info("tls/segment")
-        # The asyncio client (on aiohttp) takes the same verify option with the same meaning.
+        # The asyncio client (its own HTTP/1.1 transport) takes the same verify option with the
+        # same meaning.
         asyncio.run(_async_client_over_tls(served.url, ca_file))
         # Plain HTTP to the HTTPS port is not served.
         with pytest.raises(httpx.TransportError):

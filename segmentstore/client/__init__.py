@@ -1,5 +1,6 @@
 """A client for the segment store's HTTP API (docs/api.md): blocking (on httpx) or asyncio
-(on aiohttp), and a batching, exactly-once event writer and a tail-following event reader.
+(over its own HTTP/1.1 connections), and a batching, exactly-once event writer and a
+tail-following event reader.
 
     from segmentstore.client import SegmentStoreClient
 
@@ -18,13 +19,13 @@ segment's events. Errors:
     └── (the leaves)            expected_offset and length, ...); unknown codes the root
     httpx.TransportError        the server could not be reached or answered nothing, after
                                 the retries that were safe (see :mod:`.retry`); the asyncio
-                                client's aiohttp errors are translated into these
+                                client's transport raises the same classes
     UnknownOffsetError          an EventWriter batch applied once whose offset is unknown
     WriterClosedError           a write to a closed EventWriter
 
 The ``name`` of a segment error is the segment the request addressed (the server does not
 send it; for a merge whose source is missing it is still the target). The client imports
-httpx, aiohttp and the store's own modules, never FastAPI or uvicorn (importing the
+httpx and the store's own modules, never FastAPI or uvicorn (importing the
 ``segmentstore`` package does load the embedded store's code, about 0.2 s, but none of its
 backends).
 """

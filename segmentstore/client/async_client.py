@@ -15,8 +15,8 @@ from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.segment_info import AppendResult, SegmentInfo
 
 from . import calls
-from .aiohttp_transport import AiohttpTransport
 from .calls import Call, Data
+from .http1_transport import Http1Transport
 from .httpx_transport import HttpxTransport
 from .owners import CLUSTER_MAP, OwnerMap
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
@@ -28,11 +28,12 @@ T = TypeVar("T")
 
 class AsyncSegmentStoreClient:
     """A segment store over HTTP for asyncio code; see ``SegmentStoreClient`` for the
-    arguments. Requests go over aiohttp (see :mod:`.aiohttp_transport`) through one pool of
-    at most ``max_connections`` keep-alive connections; a ``transport`` of httpx's replaces
-    it (tests, proxies). ``verify`` checks the server's certificate for ``https://``: True
-    with the system's CAs, a CA bundle's path, or False for none. In a cluster each request
-    goes to the node that holds its segment (``route_to_owners``; see :mod:`.owners`)."""
+    arguments. Requests go over the client's own HTTP/1.1 transport (see
+    :mod:`.http1_transport`), at most ``max_connections`` keep-alive connections to each
+    server; a ``transport`` of httpx's replaces it (tests, proxies). ``verify`` checks the
+    server's certificate for ``https://``: True with the system's CAs, a CA bundle's path,
+    or False for none. In a cluster each request goes to the node that holds its segment
+    (``route_to_owners``; see :mod:`.owners`)."""
 
     def __init__(
         self,
@@ -51,9 +52,9 @@ class AsyncSegmentStoreClient:
         self._owners = OwnerMap() if route_to_owners else None
         self._reading_owners = False
         self._retry = retry or RetryPolicy()
-        self._http: AiohttpTransport | HttpxTransport
+        self._http: Http1Transport | HttpxTransport
         if transport is None:
-            self._http = AiohttpTransport(
+            self._http = Http1Transport(
                 base_url,
                 headers=headers,
                 timeout_s=timeout_s,

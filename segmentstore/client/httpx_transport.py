@@ -1,5 +1,5 @@
 """The asyncio client over httpx, for a caller that hands in an ``httpx.AsyncBaseTransport``
-(a mock in tests, a proxy): the same ``send`` as :class:`~.aiohttp_transport.AiohttpTransport`.
+(a mock in tests, a proxy): the same ``send`` as :class:`~.http1_transport.Http1Transport`.
 """
 
 from __future__ import annotations

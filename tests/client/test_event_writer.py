@@ -13,6 +13,7 @@ import segmentstore.errors as e
 from segmentstore.client import (
     AsyncSegmentStoreClient,
     BlockingEventWriter,
+    EventAck,
     EventReader,
     EventWriter,
     RetryPolicy,
@@ -60,6 +61,31 @@ async def test_every_record_is_found_at_the_offset_it_was_given(live: LiveServer
             for producer in range(32):
                 mine = [o for o, p in written[segment] if p.startswith(f"{producer}:".encode())]
                 assert mine == sorted(mine)
+
+
+async def test_acks_of_full_batches_give_every_record_its_offset(live: LiveServer) -> None:
+    # As a throughput producer drives it: send() without waiting, batches of up to 1 MiB
+    # (bodies large enough to be written apart from their request's head), acks awaited later.
+    segments = _segments(3)
+    rng = random.Random(11)
+    async with AsyncSegmentStoreClient(live.url) as client:
+        for segment in segments:
+            await client.create_segment(segment)
+        sent: list[tuple[str, bytes, EventAck]] = []
+        async with EventWriter(client, batch_bytes=1 << 20, linger_ms=2) as writer:
+
+            async def produce(producer: int) -> None:
+                for i in range(1500):
+                    segment = segments[(producer + i) % len(segments)]
+                    payload = b"%d:%d:" % (producer, i) + rng.randbytes(rng.randrange(0, 2000))
+                    sent.append((segment, payload, await writer.send(segment, payload)))
+
+            await asyncio.gather(*(produce(p) for p in range(8)))
+        offsets = [await ack for _, _, ack in sent]
+        read_back = {segment: dict(await _read_all(client, segment)) for segment in segments}
+    assert sum(len(events) for events in read_back.values()) == len(sent) == 12_000
+    for (segment, payload, _), offset in zip(sent, offsets, strict=True):
+        assert read_back[segment][offset] == payload
 
 
 async def test_records_are_batched_into_few_requests(live: LiveServer, proxy: FlakyProxy) -> None:

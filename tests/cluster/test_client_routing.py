@@ -11,8 +11,8 @@ import pytest
 from store_cluster import StoreCluster
 
 from segmentstore.client import AsyncSegmentStoreClient, SegmentStoreClient
-from segmentstore.client.aiohttp_transport import AiohttpTransport
 from segmentstore.client.calls import Call
+from segmentstore.client.http1_transport import Http1Transport
 from segmentstore.client.owners import OwnerMap
 from segmentstore.containers.mapping import container_of
 
@@ -30,13 +30,13 @@ async def test_the_async_client_goes_to_owners(
 ) -> None:
     owners = owners_of(shared_store_cluster)
     sent: list[tuple[str, str | None]] = []
-    original = AiohttpTransport.send
+    original = Http1Transport.send
 
-    async def recording(self: AiohttpTransport, call: Call[Any], base_url: str | None = None):  # type: ignore[no-untyped-def]
+    async def recording(self: Http1Transport, call: Call[Any], base_url: str | None = None):  # type: ignore[no-untyped-def]
         sent.append((call.path, base_url))
         return await original(self, call, base_url)
 
-    monkeypatch.setattr(AiohttpTransport, "send", recording)
+    monkeypatch.setattr(Http1Transport, "send", recording)
     names = [f"routed/{i}" for i in range(16)]
     entry = random.choice(shared_store_cluster.urls)
     async with AsyncSegmentStoreClient(entry) as client:
