@@ -25,6 +25,7 @@ def test_there_are_ci_values_for_each_deployment_shape() -> None:
         "metrics-on",
         "resources-persistence",
         "jetstream-tier1",
+        "cluster-s3",
     }
 
 
@@ -53,6 +54,17 @@ def test_every_rendered_manifest_validates_strictly(values: Path | None) -> None
         (["--set", "unknownKey=1"], "Additional property unknownKey is not allowed"),
         (["--set", "config.store.bogus_bytes=1"], "Additional property bogus_bytes is not allowed"),
         (["--set", "replicas=-1"], "replicas: Must be greater than or equal to 1"),
+        # several nodes need cluster mode, and cluster mode JetStream and a shared Tier 2
+        (["--set", "replicas=3"], "config.cluster.enabled must be one of the following: true"),
+        (
+            ["--set", "config.cluster.enabled=true"],
+            'config.tier1.mode must be one of the following: "jetstream"',
+        ),
+        (
+            ["--set", "config.cluster.enabled=true,config.tier1.mode=jetstream"],
+            "config.tier2.uri: Does not match pattern",
+        ),
+        (["--set", "clusterDomain=Not_A_Domain"], "clusterDomain: Does not match pattern"),
         (["--set-string", "replicas=2"], "replicas: Invalid type. Expected: integer"),
         (
             ["--set-string", "config.store.containers=four"],
@@ -79,7 +91,6 @@ def test_the_schema_refuses_bad_values_with_a_clear_message(flags: list[str], me
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--set", "replicas=3"], "replicas > 1 needs cluster mode"),
         (
             ["--set", "config.tier2.options.secret_key=x"],
             "config.tier2.options.secret_key would put an S3 key in a ConfigMap",

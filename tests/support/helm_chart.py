@@ -71,9 +71,11 @@ class Rendered:
         return parsed
 
 
-def render(*values_files: Path, release: str = "demo", **set_values: str) -> Rendered:
+def render(
+    *values_files: Path, release: str = "demo", namespace: str = "default", **set_values: str
+) -> Rendered:
     """``helm template`` with values files, then ``--set`` pairs (a key's dots written ``__``)."""
-    args = ["template", release, str(CHART)]
+    args = ["template", release, str(CHART), "--namespace", namespace]
     for values in values_files:
         args += ["-f", str(values)]
     for key, value in set_values.items():

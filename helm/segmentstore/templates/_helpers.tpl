@@ -95,9 +95,7 @@ upgrade, the installed ConfigMap says what it was, and a different value fails t
 rather than the pods at start-up.
 */}}
 {{- define "segmentstore.validateValues" -}}
-{{- if gt (int .Values.replicas) 1 -}}
-{{- fail "replicas > 1 needs cluster mode (a shared Tier 1 on JetStream), which this version of segmentstore does not have: set replicas: 1" -}}
-{{- end -}}
+{{- include "segmentstore.validateCluster" . -}}
 {{- if and .Values.tier2Credentials.accessKey (not .Values.tier2Credentials.secretKey) -}}
 {{- fail "tier2Credentials: give both accessKey and secretKey, or an existingSecret" -}}
 {{- end -}}
@@ -123,5 +121,88 @@ records another container count than the values ask for. Called with (list insta
 {{- if and $previous.containers (ne (int $previous.containers) (int $values.config.store.containers)) -}}
 {{- fail (printf "config.store.containers is fixed at first install: it is %d, and cannot become %d (the data records it)" (int $previous.containers) (int $values.config.store.containers)) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Cluster mode: the nodes share Tier 1 (JetStream) and Tier 2, and split the containers. */}}
+{{- define "segmentstore.clusterEnabled" -}}
+{{- if .Values.config.cluster.enabled }}true{{ end -}}
+{{- end -}}
+
+{{/* A majority of the nodes: what the PodDisruptionBudget keeps up in cluster mode. */}}
+{{- define "segmentstore.majority" -}}
+{{- add1 (div (int .Values.replicas) 2) -}}
+{{- end -}}
+
+{{/*
+Where other nodes and clients reach this pod: its own DNS name through the headless Service,
+from the pod's name and namespace (the downward API variables POD_NAME and POD_NAMESPACE).
+*/}}
+{{- define "segmentstore.advertiseUrl" -}}
+{{- $scheme := ternary "https" "http" (not (empty .Values.config.api.tls_cert_file)) -}}
+{{- printf "%s://$(POD_NAME).%s.$(POD_NAMESPACE).svc.%s:%d" $scheme (include "segmentstore.headlessName" .) .Values.clusterDomain (int .Values.config.api.port) -}}
+{{- end -}}
+
+{{/*
+What a cluster needs, refused with a message before anything is applied: several nodes need
+cluster mode; cluster mode needs Tier 1 on JetStream and a Tier 2 every node reaches (S3, HDFS,
+or a file:// path on a shared volume mounted through extraVolumes/extraVolumeMounts, never the
+pod's own data volume); each pod's identity comes from its name, so node_id and advertise_url
+stay empty; and a stopping node needs time to hand its containers over.
+*/}}
+{{- define "segmentstore.validateCluster" -}}
+{{- $config := .Values.config -}}
+{{- if and (gt (int .Values.replicas) 1) (not $config.cluster.enabled) -}}
+{{- fail "replicas > 1 needs cluster mode: set config.cluster.enabled=true, with config.tier1.mode=jetstream and a Tier 2 every node shares (config.tier2.uri s3:// or hdfs://, or file:// on a shared volume)" -}}
+{{- end -}}
+{{- if $config.cluster.enabled -}}
+{{- if ne $config.tier1.mode "jetstream" -}}
+{{- fail (printf "config.cluster.enabled needs config.tier1.mode=jetstream (it is %s): the nodes share Tier 1 on a JetStream cluster" $config.tier1.mode) -}}
+{{- end -}}
+{{- include "segmentstore.refuseUnsharedTier2" . -}}
+{{- if $config.cluster.node_id -}}
+{{- fail "config.cluster.node_id must stay empty in a cluster: each pod's node id is its pod name" -}}
+{{- end -}}
+{{- if $config.cluster.advertise_url -}}
+{{- fail "config.cluster.advertise_url must stay empty in a cluster: each pod advertises its own DNS name through the headless Service" -}}
+{{- end -}}
+{{- if lt (int .Values.terminationGracePeriodSeconds) 30 -}}
+{{- fail (printf "terminationGracePeriodSeconds is %d: a cluster node needs at least 30 to hand its containers over (up to 15 s) and drain (up to 10 s) before it is killed" (int .Values.terminationGracePeriodSeconds)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Tier 2 must be one store every node reaches. A file:// path counts only under the mount of an
+extra volume of a shared kind (a PersistentVolumeClaim, NFS, CephFS, CSI, ...).
+*/}}
+{{- define "segmentstore.refuseUnsharedTier2" -}}
+{{- $uri := .Values.config.tier2.uri | default "" -}}
+{{- $why := "" -}}
+{{- if or (hasPrefix "s3://" $uri) (hasPrefix "hdfs://" $uri) -}}
+{{- else if hasPrefix "file://" $uri -}}
+{{- $path := trimPrefix "file://" $uri -}}
+{{- $shared := false -}}
+{{- range $mount := .Values.extraVolumeMounts -}}
+{{- if hasPrefix (printf "%s/" (trimSuffix "/" $mount.mountPath)) (printf "%s/" (trimSuffix "/" $path)) -}}
+{{- range $volume := $.Values.extraVolumes -}}
+{{- if eq $volume.name $mount.name -}}
+{{- range $kind := list "persistentVolumeClaim" "nfs" "cephfs" "glusterfs" "azureFile" "csi" -}}
+{{- if hasKey $volume $kind -}}{{- $shared = true -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $shared -}}
+{{- $why = printf "%s is on no shared volume: mount one (a ReadWriteMany PersistentVolumeClaim, NFS, ...) through extraVolumes and extraVolumeMounts at a folder above it" $uri -}}
+{{- end -}}
+{{- else if $uri -}}
+{{- $why = printf "%s is not a Tier 2 URI" $uri -}}
+{{- else -}}
+{{- $why = "it is empty, so each pod would keep its own Tier 2 on its own data volume" -}}
+{{- end -}}
+{{- if $why -}}
+{{- fail (printf "cluster mode needs a Tier 2 every node shares (config.tier2.uri s3://..., hdfs://..., or file://... on a shared volume): %s" $why) -}}
 {{- end -}}
 {{- end -}}
