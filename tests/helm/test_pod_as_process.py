@@ -8,15 +8,13 @@ from the Secret the chart rendered, through the environment alone.
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 
 import boto3
 import pytest
 import yaml
-from helm_chart import render, start_pod
-from served_store import ServedStore
+from helm_chart import render, start_pod, stop_gracefully
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.client import SegmentStoreClient
@@ -55,7 +53,7 @@ def test_the_single_node_pod_serves_and_keeps_its_data_on_its_volume(tmp_path: P
         with SegmentStoreClient(again.url, token="w1") as client:
             assert bytes(client.read("k8s/0", 0).data) == b"hello kubernetes"
     finally:
-        _stop_gracefully(again)
+        stop_gracefully(again)
 
 
 def _s3_values(tmp_path: Path, endpoint: str, credentials: dict[str, str]) -> Path:
@@ -93,7 +91,7 @@ def test_the_pod_reaches_s3_tier2_with_the_keys_of_the_chart_s_secret(
         )
         assert _object_holding(s3, b"bytes bound for S3", deadline_s=30), pod.log()
     finally:
-        _stop_gracefully(pod)
+        stop_gracefully(pod)
 
 
 @pytest.mark.s3
@@ -137,14 +135,7 @@ def test_the_pod_keeps_tier1_on_jetstream(
         with SegmentStoreClient(again.url) as client:
             assert bytes(client.read("k8s/js", 0).data) == b"replicated three times"
     finally:
-        _stop_gracefully(again)
-
-
-def _stop_gracefully(pod: ServedStore) -> None:
-    """SIGTERM, as the kubelet sends it: the store closes before the process ends."""
-    status = pod.stop()
-    assert status in (0, -signal.SIGTERM), pod.log()
-    assert "Application shutdown complete" in pod.log(), pod.log()
+        stop_gracefully(again)
 
 
 def _object_holding(s3: object, payload: bytes, deadline_s: float) -> bool:

@@ -2,17 +2,22 @@
 missing, from npm), rendering, and a rendered pod started as a local process.
 
 A rendered pod runs here as Kubernetes would run it: the StatefulSet container's command,
-arguments and environment exactly as rendered, its ConfigMap and Secret values resolved, each
-mounted volume a folder under a temporary directory (paths in the arguments, the environment
-and the mounted files follow), and ``HOSTNAME`` the pod's name. The pod's own network
-namespace is played by loopback: the chart is rendered with ``config.api.host`` 127.0.0.1.
+arguments and environment exactly as rendered, its ConfigMap and Secret values resolved (the
+chart's Secrets, or existing ones the test supplies), the downward API's pod name and namespace,
+``$(VAR)`` references expanded as the kubelet expands them, each mounted volume a folder under
+a temporary directory (paths in the arguments, the environment and the mounted files follow),
+and ``HOSTNAME`` the pod's name. The pod's own network namespace is played by loopback: the
+chart is rendered with ``config.api.host`` 127.0.0.1 (and, for pods that must know their port
+up front, a free ``config.api.port``), and the cluster DNS by a table of names -> 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -85,10 +90,25 @@ def render(
     return Rendered([m for m in yaml.safe_load_all(answer.stdout) if m])
 
 
-def start_pod(rendered: Rendered, root: Path, ordinal: int = 0) -> ServedStore:
-    """Starts the rendered StatefulSet's pod ``ordinal`` as a local process under ``root``."""
+def start_pod(
+    rendered: Rendered,
+    root: Path,
+    ordinal: int = 0,
+    *,
+    secrets: dict[str, dict[str, str]] | None = None,
+    hosts: dict[str, str] | None = None,
+) -> ServedStore:
+    """Starts the rendered StatefulSet's pod ``ordinal`` as a local process under ``root``.
+
+    ``secrets`` are the existing Secrets the values name (name -> key -> value, as ``kubectl
+    create secret`` would hold them); ``hosts`` maps DNS names to the address that plays them.
+    """
     statefulset = rendered.one("StatefulSet")
     pod_name = f"{statefulset['metadata']['name']}-{ordinal}"
+    downward = {
+        "metadata.name": pod_name,
+        "metadata.namespace": statefulset["metadata"]["namespace"],
+    }
     pod = statefulset["spec"]["template"]["spec"]
     container = rendered.container()
     mounts = {
@@ -96,11 +116,13 @@ def start_pod(rendered: Rendered, root: Path, ordinal: int = 0) -> ServedStore:
         for m in container["volumeMounts"]
         if m["mountPath"] not in _HOST_PROVIDED
     }
+    # Longest first, so that a mount inside another maps to its own folder.
+    here = sorted(mounts.items(), key=lambda item: len(item[0]), reverse=True)
+    here += sorted((hosts or {}).items(), key=lambda item: len(item[0]), reverse=True)
 
     def local(text: str) -> str:
-        # Longest first, so that a mount inside another maps to its own folder.
-        for path in sorted(mounts, key=len, reverse=True):
-            text = text.replace(path, str(mounts[path]))
+        for name, replacement in here:
+            text = text.replace(name, str(replacement))
         return text
 
     for mount in container["volumeMounts"]:
@@ -115,8 +137,11 @@ def start_pod(rendered: Rendered, root: Path, ordinal: int = 0) -> ServedStore:
         "HOME": str(root),
         "HOSTNAME": pod_name,
     }
+    defined: dict[str, str] = {}  # the container's variables so far, as Kubernetes sees them
     for variable in container.get("env", []):
-        env[variable["name"]] = local(_env_value(rendered, variable))
+        value = _env_value(rendered, variable, secrets or {}, downward)
+        defined[variable["name"]] = _expand(value, defined) if "value" in variable else value
+        env[variable["name"]] = local(defined[variable["name"]])
     command = [local(part) for part in container["command"] + container.get("args", [])]
     return ServedStore.launch(command, env, root, root / f"{pod_name}.log")
 
@@ -130,9 +155,41 @@ def _volume_files(rendered: Rendered, pod: dict[str, Any], volume: str) -> dict[
     return {}  # an emptyDir, or the PersistentVolumeClaim of volumeClaimTemplates: empty at first
 
 
-def _env_value(rendered: Rendered, variable: dict[str, Any]) -> str:
+def _env_value(
+    rendered: Rendered,
+    variable: dict[str, Any],
+    secrets: dict[str, dict[str, str]],
+    downward: dict[str, str],
+) -> str:
     if "value" in variable:
         return str(variable["value"])
-    reference = variable["valueFrom"]["secretKeyRef"]
+    source = variable["valueFrom"]
+    if "fieldRef" in source:
+        return downward[source["fieldRef"]["fieldPath"]]
+    reference = source["secretKeyRef"]
+    if reference["name"] in secrets:
+        return secrets[reference["name"]][reference["key"]]
     secret = rendered.one("Secret", reference["name"])
     return base64.b64decode(secret["data"][reference["key"]]).decode()
+
+
+# $(NAME) is replaced by an earlier variable's value; $$ is a literal $; anything else stays.
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def _expand(value: str, defined: dict[str, str]) -> str:
+    """A variable's value as the kubelet expands it (dependent environment variables)."""
+
+    def one(found: re.Match[str]) -> str:
+        if found.group(0) == "$$":
+            return "$"
+        return defined.get(found.group(1), found.group(0))
+
+    return _REFERENCE.sub(one, value)
+
+
+def stop_gracefully(pod: ServedStore) -> None:
+    """SIGTERM, as the kubelet sends it: the store closes before the process ends."""
+    status = pod.stop()
+    assert status in (0, -signal.SIGTERM), pod.log()
+    assert "Application shutdown complete" in pod.log(), pod.log()
