@@ -3,8 +3,9 @@ as rendered (see :func:`helm_chart.start_pod`), over a loopback JetStream cluste
 the leases) and a moto S3 server (Tier 2, its keys from an existing Secret). The cluster DNS is
 played by loopback: each pod's advertised name resolves to 127.0.0.1, on a port chosen up
 front and rendered into its settings file. The three must form one cluster (node ids the pod
-names, the containers shared out), serve a round trip through any pod, and on a SIGTERM to one
-(scaling down) hand its containers to the others without losing a byte.
+names, the containers shared out) and serve a round trip through any pod; a fourth pod (scaling
+up) must get its share by hand-over, and on SIGTERM (scaling down) hand it back without losing
+a byte.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helm_chart import CHART, render, start_pod, stop_gracefully
+from served_store import ServedStore
 from store_cluster import StoreCluster
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
@@ -45,7 +47,37 @@ def _values(tmp_path: Path, nats: list[str], moto_endpoint: str) -> Path:
     return values
 
 
-def test_three_pods_form_a_cluster_and_hand_over_on_sigterm(
+def _start(
+    cluster: StoreCluster, values: Path, root: Path, ordinal: int
+) -> tuple[ServedStore, str]:
+    """Pod ``ordinal`` of the rendered StatefulSet, as one of ``cluster``'s nodes; its
+    loopback URL. Its settings file carries a port chosen up front, since its advertised URL
+    names it before the process listens."""
+    port = free_port()
+    rendered = render(
+        CHART / "ci" / "cluster-s3.yaml",
+        values,
+        namespace=NAMESPACE,
+        config__api__host="127.0.0.1",
+        config__api__port=str(port),
+    )
+    name = f"demo-segmentstore-{ordinal}"
+    dns_name = f"{name}.demo-segmentstore-headless.{NAMESPACE}.svc.cluster.local"
+    pod = start_pod(
+        rendered, root / name, ordinal, secrets=S3_SECRET, hosts={dns_name: "127.0.0.1"}
+    )
+    cluster.nodes[name] = pod
+    pod.wait_listening(120)
+    return pod, f"http://127.0.0.1:{port}"
+
+
+def _read_back(url: str, segments: dict[str, bytes]) -> None:
+    with SegmentStoreClient(url) as client:
+        for segment, payload in segments.items():
+            assert bytes(client.read(segment, 0).data) == payload, segment
+
+
+def test_three_pods_form_a_cluster_that_scales_up_and_down(
     tmp_path: Path, jetstream_cluster: JetStreamCluster, moto_endpoint: str
 ) -> None:
     values = _values(tmp_path, jetstream_cluster.servers, moto_endpoint)
@@ -53,52 +85,40 @@ def test_three_pods_form_a_cluster_and_hand_over_on_sigterm(
     cluster = StoreCluster(tmp_path, jetstream_cluster.servers, "s3://pod-cluster", prefix="-")
     addresses: dict[str, str] = {}
     try:
+        pods = []
         for ordinal in range(PODS):
-            port = free_port()
-            rendered = render(
-                CHART / "ci" / "cluster-s3.yaml",
-                values,
-                namespace=NAMESPACE,
-                config__api__host="127.0.0.1",
-                config__api__port=str(port),
+            pod, addresses[f"demo-segmentstore-{ordinal}"] = _start(
+                cluster, values, tmp_path, ordinal
             )
-            name = f"demo-segmentstore-{ordinal}"
-            dns_name = f"{name}.demo-segmentstore-headless.{NAMESPACE}.svc.cluster.local"
-            pod = start_pod(
-                rendered,
-                tmp_path / name,
-                ordinal,
-                secrets=S3_SECRET,
-                hosts={dns_name: "127.0.0.1"},
-            )
-            cluster.nodes[name] = pod
-            addresses[name] = f"http://127.0.0.1:{port}"
-        for pod in cluster.nodes.values():
-            pod.wait_listening(120)
+            pods.append(pod)
         cluster.wait_settled(timeout_s=120)
-
+        # One cluster: the node ids are the pod names, the URLs their (played) DNS names.
         view = cluster.cluster_map()
         assert {node["id"]: node["url"] for node in view["nodes"]} == addresses
         assert {c["owner"] for c in view["containers"]} == set(addresses)
 
-        first, _, last = (cluster.nodes[name] for name in addresses)
+        # Written through one pod, read through another: requests reach every owner.
         segments = {f"k8s/cluster-{i}": f"event {i} ".encode() * (i + 1) for i in range(12)}
-        with SegmentStoreClient(first.url) as client:
+        with SegmentStoreClient(pods[0].url) as client:
             for segment, payload in segments.items():
                 client.create_segment(segment)
                 client.append(segment, payload)
-        with SegmentStoreClient(last.url) as client:
-            for segment, payload in segments.items():
-                assert bytes(client.read(segment, 0).data) == payload, segment
+        _read_back(pods[-1].url, segments)
+
+        # Scaling up: the new pod joins and gets its share of the containers by hand-over.
+        joined, url = _start(cluster, values, tmp_path, PODS)
+        cluster.wait_settled(timeout_s=120, nodes=PODS + 1)
+        shares = {n["id"]: n["containers"] for n in cluster.cluster_map()["nodes"]}
+        assert shares[f"demo-segmentstore-{PODS}"], shares
+        assert cluster.cluster_map(url)["node"] == f"demo-segmentstore-{PODS}"
+        _read_back(joined.url, segments)
 
         # Scaling down: the kubelet's SIGTERM hands the pod's containers to the others.
-        stop_gracefully(last)
-        assert "handing over" in last.log(), last.log()
-        cluster.wait_settled(timeout_s=120, nodes=PODS - 1)
+        stop_gracefully(joined)
+        assert "handing over" in joined.log(), joined.log()
+        cluster.wait_settled(timeout_s=120, nodes=PODS)
         survivors = cluster.cluster_map()
-        assert {node["id"] for node in survivors["nodes"]} == set(list(addresses)[:-1])
-        with SegmentStoreClient(first.url) as client:
-            for segment, payload in segments.items():
-                assert bytes(client.read(segment, 0).data) == payload, segment
+        assert {node["id"] for node in survivors["nodes"]} == set(addresses)
+        _read_back(pods[0].url, segments)
     finally:
         cluster.stop()
