@@ -41,6 +41,9 @@ def _values(tmp_path: Path, nats: list[str], moto_endpoint: str) -> Path:
         "tier1": {"jetstream": {"servers": nats, "stream_prefix": f"helm-{uuid.uuid4().hex[:8]}"}},
         "tier2": tier2,
         "cache": {"max_bytes": 64 << 20},  # three pods share this machine
+        # Leases long enough that a node starved of CPU by a busy machine (a full suite run
+        # beside others) is not declared gone; hand-overs on join and SIGTERM do not wait on it.
+        "cluster": {"lease_ms": 20_000},
     }
     values = tmp_path / "loopback.yaml"
     values.write_text(yaml.safe_dump({"config": config}))
