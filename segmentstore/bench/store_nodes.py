@@ -27,6 +27,7 @@ class StoreNode:
         self.env = env
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False  # SIGSTOPped: running, but answering nothing
 
     @property
     def url(self) -> str:
@@ -34,7 +35,8 @@ class StoreNode:
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """Running and not paused: a node that can answer."""
+        return self.proc is not None and self.proc.poll() is None and not self.paused
 
     def start(self) -> None:
         command = [sys.executable, "-m", "segmentstore.cli", "serve", *self.args]
@@ -42,6 +44,7 @@ class StoreNode:
         command += ["--data-dir", str(self.root / self.node_id)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENTSTORE_")}
         env.update(self.env)
+        self.paused = False
         with open(self.root / f"{self.node_id}.log", "ab") as log:
             self.proc = subprocess.Popen(
                 command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
@@ -52,7 +55,20 @@ class StoreNode:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(30)
 
+    def pause(self) -> None:
+        """SIGSTOP: the node keeps its sockets and memory but does nothing, as a node in a
+        long garbage collection or on a frozen VM would; its leases run out meanwhile."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.proc is not None and self.paused:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
     def stop(self, timeout_s: float = 30) -> None:
+        self.resume()  # a stopped process would not act on SIGTERM
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:

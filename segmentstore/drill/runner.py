@@ -51,7 +51,14 @@ async def run_drill(
     await deployment.start()
     try:
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-        async with httpx.AsyncClient(base_url=deployment.url, timeout=30, limits=limits) as client:
+        # A cluster's transport sends each request to a node that can answer.
+        transport = getattr(deployment, "transport", None)
+        async with httpx.AsyncClient(
+            base_url=deployment.url,
+            timeout=30,
+            limits=limits,
+            transport=None if transport is None else transport(limits, rng.randrange(1 << 30)),
+        ) as client:
             await _drill(deployment, client, options, rng, kinds, report, progress)
     finally:
         await deployment.close()
