@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import httpx
 
 from segmentstore.drill.deployment import Deployment
-from segmentstore.drill.load import segment_path
+from segmentstore.drill.load import answered, segment_path
 
 SINGLE_NODE_KINDS = (
     "kill",
@@ -211,10 +211,10 @@ async def find_probes(client: httpx.AsyncClient, containers: int) -> list[str]:
     i = 0
     while len(found) < containers and i < 100 * containers:
         name = f"{PROBE_PREFIX}{i}"
-        answer = await client.put(segment_path(name))
+        answer = await answered(client, "PUT", segment_path(name))
         if answer.status_code not in (201, 409):
             raise RuntimeError(f"cannot create {name}: {answer.status_code} {answer.text}")
-        info = (await client.get(segment_path(name))).json()
+        info = (await answered(client, "GET", segment_path(name))).json()
         found.setdefault(int(info["container"]), name)
         i += 1
     return [found[c] for c in sorted(found)]

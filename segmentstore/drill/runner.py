@@ -20,7 +20,7 @@ import httpx
 from segmentstore.drill.deployment import Deployment
 from segmentstore.drill.faults import KINDS, FaultInjector, find_probes
 from segmentstore.drill.ledger import Verdict
-from segmentstore.drill.load import Load
+from segmentstore.drill.load import Load, answered
 from segmentstore.drill.report import DrillReport, FaultRecord
 from segmentstore.drill.verify import VerifyError, exactly_once_failures, verify_all
 
@@ -85,7 +85,7 @@ async def _drill(
         rng.randrange(1 << 30),
     )
     await load.create_segments()
-    containers = (await client.get("/v1/containers")).json()["containers"]
+    containers = (await answered(client, "GET", "/v1/containers")).json()["containers"]
     probes = await find_probes(client, len(containers))
     injector = FaultInjector(
         deployment, client, probes, rng, options.hold_s, options.max_recovery_s
