@@ -18,10 +18,10 @@ CLUSTER_URL = "http://drill-cluster"
 
 
 class SpreadTransport(httpx.AsyncBaseTransport):
-    def __init__(self, live_urls: Callable[[], list[str]], seed: int, **transport: object) -> None:
+    def __init__(self, live_urls: Callable[[], list[str]], seed: int, limits: httpx.Limits) -> None:
         self._live_urls = live_urls
         self._rng = random.Random(seed)
-        self._inner = httpx.AsyncHTTPTransport(**transport)  # type: ignore[arg-type]
+        self._inner = httpx.AsyncHTTPTransport(limits=limits)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         urls = self._live_urls()
