@@ -13,6 +13,7 @@ import asyncio
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -31,7 +32,7 @@ def segment_path(name: str) -> str:
 
 
 async def answered(
-    client: httpx.AsyncClient, method: str, path: str, timeout_s: float = 60
+    client: httpx.AsyncClient, method: str, path: str, timeout_s: float = 60, **request: Any
 ) -> httpx.Response:
     """The first answer that is not a refusal to retry: in a cluster a container can be moving
     (``503``) or a node restarting at any moment, the drill's set-up included."""
@@ -39,7 +40,7 @@ async def answered(
     deadline = loop.time() + timeout_s
     while True:
         try:
-            answer = await client.request(method, path)
+            answer = await client.request(method, path, **request)
         except httpx.TransportError:
             if loop.time() > deadline:
                 raise
