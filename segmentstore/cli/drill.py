@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes > 1:
         from segmentstore.drill.cluster_deployment import SpawnedCluster
 
-        deployment = SpawnedCluster(args.tier2, args.nodes, args.lease_ms)
+        deployment = SpawnedCluster(args.tier2, args.nodes, os.environ, args.lease_ms)
     elif args.spawn:
         deployment = SpawnedDeployment(args.tier2)
     else:

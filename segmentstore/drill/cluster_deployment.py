@@ -28,6 +28,7 @@ import json
 import random
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -55,7 +56,12 @@ class SpawnedCluster:
     url = CLUSTER_URL
 
     def __init__(
-        self, tier2_kind: str, nodes: int, lease_ms: int = 5000, work_dir: Path | None = None
+        self,
+        tier2_kind: str,
+        nodes: int,
+        parent_env: Mapping[str, str],
+        lease_ms: int = 5000,
+        work_dir: Path | None = None,
     ) -> None:
         if nodes < 2:
             raise ValueError("a cluster has at least two nodes")
@@ -64,6 +70,7 @@ class SpawnedCluster:
         self.tier2_kind = tier2_kind
         self.node_count = nodes
         self.lease_ms = lease_ms
+        self._parent_env = parent_env  # the nodes' environment, less its segmentstore settings
         self.unavailable = {"tier1_full": _NO_TMPFS, "torn_tail": _NO_TMPFS}
         self.unavailable["tier2_full"] = "a cluster's Tier 2 is shared, not a small local disk"
         if tier2_kind != "s3":
@@ -91,6 +98,7 @@ class SpawnedCluster:
             uri,
             prefix="drill",
             containers=CONTAINERS,
+            parent_env=self._parent_env,
             env=env,
         )
         for _ in range(self.node_count):
