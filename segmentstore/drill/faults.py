@@ -5,6 +5,11 @@ Recovery time is measured from the kill (``kill``, ``torn_tail``), from the rest
 faults, which last as long as the drill holds them) until every container runs and a probe
 append to each one is acknowledged. While an outage or a full disk is held, the drill checks
 what the store promises meanwhile: reads keep working, and (Tier 2) no container stops.
+
+In a spawned cluster, a node's SIGKILL or pause and a JetStream server's SIGKILL are measured
+from the fault until the other nodes hold every container and appends succeed, the broken
+process still down; it is then mended (restarted, or woken) and the cluster must settle again
+within the same limit.
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ _STEADY_LAG_BYTES = 1 << 20
 @runtime_checkable
 class Cluster(Protocol):
     """What a spawned cluster adds to a deployment (see ``cluster_deployment``)."""
+
+    def transport(self, limits: httpx.Limits, seed: int) -> httpx.AsyncBaseTransport:
+        """Sends each request to a node that can answer now."""
+        ...
 
     async def settled(self) -> bool: ...
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import httpx
 
 from segmentstore.drill.deployment import Deployment
-from segmentstore.drill.faults import KINDS, FaultInjector, find_probes
+from segmentstore.drill.faults import KINDS, Cluster, FaultInjector, find_probes
 from segmentstore.drill.ledger import Verdict
 from segmentstore.drill.load import Load, answered
 from segmentstore.drill.report import DrillReport, FaultRecord
@@ -51,13 +51,11 @@ async def run_drill(
     await deployment.start()
     try:
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-        # A cluster's transport sends each request to a node that can answer.
-        transport = getattr(deployment, "transport", None)
+        transport = None
+        if isinstance(deployment, Cluster):
+            transport = deployment.transport(limits, rng.randrange(1 << 30))
         async with httpx.AsyncClient(
-            base_url=deployment.url,
-            timeout=30,
-            limits=limits,
-            transport=None if transport is None else transport(limits, rng.randrange(1 << 30)),
+            base_url=deployment.url, timeout=30, limits=limits, transport=transport
         ) as client:
             await _drill(deployment, client, options, rng, kinds, report, progress)
     finally:
