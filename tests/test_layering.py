@@ -68,8 +68,9 @@ ALLOWED = {
     # (and the name -> container mapping, to send requests to a container's owner)
     "client": {"vocabulary", "metadata", "reading", "containers"},
     "bench": {"vocabulary", "store", "containers", "client", "tier2"},
-    # the drill speaks to a deployment over HTTP only: it knows the store by its contract
-    "drill": {"vocabulary"},
+    # the drill speaks to a deployment over HTTP only: it knows the store by its contract;
+    # a cluster it spawns is bench's loopback processes (JetStream servers, cluster nodes)
+    "drill": {"vocabulary", "bench"},
     "cli": {"vocabulary", "config", "store", "bench", "drill", "tier2", "api", "jobs", "cluster"},
 }
 PACKAGE_SURFACE = {"vocabulary", "metadata", "store"}  # what segmentstore/__init__ re-exports

@@ -20,6 +20,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ def run(
     lease_ms: int,
     directory: str | None,
     json_path: str | None,
+    parent_env: Mapping[str, str],
 ) -> list[dict[str, Any]]:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per probe otherwise
     base = Path(tempfile.mkdtemp(prefix="bench-cluster-", dir=directory))
@@ -50,7 +52,13 @@ def run(
         with JetStreamCluster.running(base / "jetstream") as jetstream:
             tier2 = (base / "tier2").as_uri()
             nodes = StoreNodes(
-                base / "a", jetstream.servers, tier2, prefix="a", containers=CONTAINERS, env=env
+                base / "a",
+                jetstream.servers,
+                tier2,
+                prefix="a",
+                containers=CONTAINERS,
+                env=env,
+                parent_env=parent_env,
             )
             try:
                 rows += _takeover(nodes, kills)
@@ -58,7 +66,13 @@ def run(
             finally:
                 nodes.stop()
             nodes = StoreNodes(
-                base / "b", jetstream.servers, tier2, prefix="b", containers=CONTAINERS, env=env
+                base / "b",
+                jetstream.servers,
+                tier2,
+                prefix="b",
+                containers=CONTAINERS,
+                env=env,
+                parent_env=parent_env,
             )
             try:
                 rows += _second_node(nodes, seconds, tasks)

@@ -5,11 +5,11 @@ kill and restart them. Every process is stopped by its PID."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -18,7 +18,7 @@ from segmentstore.loopback import free_port
 
 
 class StoreNode:
-    """One node; its log goes to ``<root>/<node_id>.log``."""
+    """One node; its log goes to ``<root>/<node_id>.log``; ``env`` is its whole environment."""
 
     def __init__(self, node_id: str, root: Path, args: list[str], env: dict[str, str]) -> None:
         self.node_id = node_id
@@ -27,6 +27,7 @@ class StoreNode:
         self.env = env
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False  # SIGSTOPped: running, but answering nothing
 
     @property
     def url(self) -> str:
@@ -34,17 +35,17 @@ class StoreNode:
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """Running and not paused: a node that can answer."""
+        return self.proc is not None and self.proc.poll() is None and not self.paused
 
     def start(self) -> None:
         command = [sys.executable, "-m", "segmentstore.cli", "serve", *self.args]
         command += ["--node-id", self.node_id, "--port", str(self.port), "--host", "127.0.0.1"]
         command += ["--data-dir", str(self.root / self.node_id)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENTSTORE_")}
-        env.update(self.env)
+        self.paused = False
         with open(self.root / f"{self.node_id}.log", "ab") as log:
             self.proc = subprocess.Popen(
-                command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+                command, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
             )
 
     def sigkill(self) -> None:
@@ -52,7 +53,20 @@ class StoreNode:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(30)
 
+    def pause(self) -> None:
+        """SIGSTOP: the node keeps its sockets and memory but does nothing, as a node in a
+        long garbage collection or on a frozen VM would; its leases run out meanwhile."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.proc is not None and self.paused:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
     def stop(self, timeout_s: float = 30) -> None:
+        self.resume()  # a stopped process would not act on SIGTERM
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -73,8 +87,11 @@ class StoreNodes:
         *,
         prefix: str,
         containers: int,
+        parent_env: Mapping[str, str],
         env: dict[str, str] | None = None,
     ) -> None:
+        """``parent_env`` is the caller's environment (the composition root's to read): the
+        nodes get it without its ``SEGMENTSTORE_`` settings, plus ``env``."""
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.args = [
@@ -82,12 +99,14 @@ class StoreNodes:
             "--containers", str(containers), "--cluster", "--log-level", "info",
         ]  # fmt: skip
         self.env = {"SEGMENTSTORE_TIER1__JETSTREAM__STREAM_PREFIX": prefix, **(env or {})}
+        inherited = {k: v for k, v in parent_env.items() if not k.startswith("SEGMENTSTORE_")}
+        self._node_env = {**inherited, **self.env}
         self.containers = containers
         self.nodes: dict[str, StoreNode] = {}
 
     def add(self, node_id: str | None = None) -> StoreNode:
         node_id = node_id or f"n{len(self.nodes) + 1}"
-        node = self.nodes.get(node_id) or StoreNode(node_id, self.root, self.args, self.env)
+        node = self.nodes.get(node_id) or StoreNode(node_id, self.root, self.args, self._node_env)
         self.nodes[node_id] = node
         node.start()
         return node

@@ -164,7 +164,9 @@ def _tier1(args: argparse.Namespace) -> int:
 def _cluster(args: argparse.Namespace) -> int:
     from segmentstore.bench import cluster
 
-    cluster.run(args.kills, args.seconds, args.tasks, args.lease_ms, args.dir, args.json)
+    cluster.run(
+        args.kills, args.seconds, args.tasks, args.lease_ms, args.dir, args.json, os.environ
+    )
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,14 @@ def add_command(commands: Any) -> None:
     where = drill.add_mutually_exclusive_group(required=True)
     where.add_argument("--spawn", action="store_true", help="start a deployment in a temp dir")
     where.add_argument("--url", action="append", help="a running node's URL (repeatable)")
-    drill.add_argument("--nodes", type=int, default=1, help="nodes to spawn (1 for now)")
+    drill.add_argument(
+        "--nodes", type=int, default=1,
+        help="with --spawn: 1 node, or a cluster of N >= 2 nodes over a 3-node JetStream cluster",
+    )  # fmt: skip
+    drill.add_argument(
+        "--lease-ms", type=int, default=5000,
+        help="a spawned cluster's lease: how long a silent node keeps its containers",
+    )  # fmt: skip
     drill.add_argument(
         "--tier2", choices=["file", "s3"], default="file",
         help="spawned Tier 2: a directory on a small file system, or S3 on a moto server",
@@ -35,8 +43,9 @@ def add_command(commands: Any) -> None:
     drill.add_argument("--seed", type=int, default=1, help="chooses the faults and their moments")
     drill.add_argument(
         "--faults", default=None,
-        help="comma-separated kinds (default: all): kill, container_restart, tier2_outage,"
-        " tier2_full, tier1_full, torn_tail",
+        help="comma-separated kinds (default: all that apply): kill, container_restart,"
+        " tier2_outage, tier2_full, tier1_full, torn_tail; a cluster's: kill, node_pause,"
+        " jetstream_kill, container_restart, tier2_outage",
     )  # fmt: skip
     drill.add_argument("--segments", type=int, default=16)
     drill.add_argument("--writers", type=int, default=8)
@@ -55,26 +64,31 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from segmentstore.drill.deployment import RunningDeployment, SpawnedDeployment
-    from segmentstore.drill.faults import KINDS
+    from segmentstore.drill.deployment import Deployment, RunningDeployment, SpawnedDeployment
+    from segmentstore.drill.faults import CLUSTER_KINDS, KINDS, SINGLE_NODE_KINDS
     from segmentstore.drill.progress import DrillProgress
     from segmentstore.drill.runner import DrillOptions, run_drill
 
     # One line per request (the drill's, and moto's) would bury the progress display.
     for chatty in ("httpx", "werkzeug"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
-    if args.nodes != 1:
-        print("segmentstore drill: --nodes above 1 (cluster mode) is not supported yet",
+    if args.nodes < 1 or (args.nodes > 1 and not args.spawn):
+        print("segmentstore drill: --nodes is 1, or N >= 2 with --spawn (a cluster)",
               file=sys.stderr)  # fmt: skip
         return 2
-    faults = KINDS if args.faults is None else tuple(k.strip() for k in args.faults.split(","))
+    default = CLUSTER_KINDS if args.nodes > 1 else SINGLE_NODE_KINDS
+    faults = default if args.faults is None else tuple(k.strip() for k in args.faults.split(","))
     unknown = sorted(set(faults) - set(KINDS))
     if unknown:
         print(f"segmentstore drill: unknown fault kinds {unknown}; known: {list(KINDS)}",
               file=sys.stderr)  # fmt: skip
         return 2
-    deployment: SpawnedDeployment | RunningDeployment
-    if args.spawn:
+    deployment: Deployment
+    if args.nodes > 1:
+        from segmentstore.drill.cluster_deployment import SpawnedCluster
+
+        deployment = SpawnedCluster(args.tier2, args.nodes, os.environ, args.lease_ms)
+    elif args.spawn:
         deployment = SpawnedDeployment(args.tier2)
     else:
         deployment = RunningDeployment(args.url, args.kill_cmd)

@@ -23,11 +23,15 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from segmentstore.drill.moto_tier2 import URI as S3_URI
+from segmentstore.drill.moto_tier2 import MotoTier2
 from segmentstore.drill.node import SpawnedNode
 from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
-from segmentstore.loopback import free_port
 
-_S3_OPTIONS = {"access_key": "drill", "secret_key": "drill", "region": "us-east-1"}
+# Faults only a spawned cluster has (cluster_deployment).
+CLUSTER_ONLY = {
+    kind: "only a spawned cluster (--nodes N) has it" for kind in ("node_pause", "jetstream_kill")
+}
 
 
 class Deployment(Protocol):
@@ -74,11 +78,10 @@ class SpawnedDeployment:
         self._own_dir = work_dir is None
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="segmentstore-drill-"))
         self.tier2_kind = tier2_kind
-        self.unavailable: dict[str, str] = {}
+        self.unavailable: dict[str, str] = dict(CLUSTER_ONLY)
         self._tier1_disk: SmallDisk | None = None
         self._tier2_disk: SmallDisk | None = None
-        self._moto: Any = None
-        self._moto_port = 0
+        self._moto: MotoTier2 | None = None
         self.node: SpawnedNode | None = None
         self.url = ""
 
@@ -86,7 +89,9 @@ class SpawnedDeployment:
         data = self.work_dir / "node-1"
         self._tier1_disk = self._mount(data, 256 << 20, "tier1_full")
         if self.tier2_kind == "s3":
-            uri, options = self._start_moto()
+            self._moto = MotoTier2()
+            self._moto.start()
+            uri, options = S3_URI, self._moto.options
             self.unavailable["tier2_full"] = "S3 (moto) has no size limit to fill"
         else:
             tier2_dir = self.work_dir / "tier2"
@@ -109,25 +114,11 @@ class SpawnedDeployment:
             return None
         return disk
 
-    def _start_moto(self) -> tuple[str, dict[str, Any]]:
-        self._moto_port = free_port()
-        self._start_moto_server()
-        endpoint = f"http://127.0.0.1:{self._moto_port}"
-        options = {"endpoint_url": endpoint, "create_bucket": True, **_S3_OPTIONS}
-        return "s3://segmentstore-drill/tier2", options
-
-    def _start_moto_server(self) -> None:
-        from moto.server import ThreadedMotoServer  # only the s3 drill needs moto
-
-        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self._moto_port, verbose=False)
-        self._moto.start()
-
     async def close(self) -> None:
         if self.node is not None:
             await asyncio.to_thread(self.node.stop)
         if self._moto is not None:
             await asyncio.to_thread(self._moto.stop)
-            self._moto = None
         for disk in (self._tier1_disk, self._tier2_disk):
             if disk is not None:
                 disk.unmount()
@@ -152,11 +143,8 @@ class SpawnedDeployment:
         self.node.start()
 
     async def tier2(self, fault: str, on: bool) -> None:
-        if self.tier2_kind == "s3":
-            if on:
-                await asyncio.to_thread(self._moto.stop)
-            else:
-                await asyncio.to_thread(self._start_moto_server)
+        if self._moto is not None:
+            await asyncio.to_thread(self._moto.stop if on else self._moto.start)
             return
         assert self._tier2_disk is not None
         if fault == "tier2_outage":
@@ -201,6 +189,7 @@ class RunningDeployment:
             kind: "only a spawned deployment can have this fault"
             for kind in ("tier2_outage", "tier2_full", "tier1_full", "torn_tail")
         }
+        self.unavailable.update(CLUSTER_ONLY)
         if kill_cmd is None:
             self.unavailable["kill"] = "no --kill-cmd was given"
 

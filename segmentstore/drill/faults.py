@@ -5,6 +5,11 @@ Recovery time is measured from the kill (``kill``, ``torn_tail``), from the rest
 faults, which last as long as the drill holds them) until every container runs and a probe
 append to each one is acknowledged. While an outage or a full disk is held, the drill checks
 what the store promises meanwhile: reads keep working, and (Tier 2) no container stops.
+
+In a spawned cluster, a node's SIGKILL or pause and a JetStream server's SIGKILL are measured
+from the fault until the other nodes hold every container and appends succeed, the broken
+process still down; it is then mended (restarted, or woken) and the cluster must settle again
+within the same limit.
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import httpx
 
 from segmentstore.drill.deployment import Deployment
-from segmentstore.drill.load import segment_path
+from segmentstore.drill.load import answered, segment_path
 
-KINDS = (
+SINGLE_NODE_KINDS = (
     "kill",
     "container_restart",
     "tier2_outage",
@@ -27,8 +33,29 @@ KINDS = (
     "tier1_full",
     "torn_tail",
 )
+CLUSTER_KINDS = ("kill", "node_pause", "jetstream_kill", "container_restart", "tier2_outage")
+KINDS = (*SINGLE_NODE_KINDS, "node_pause", "jetstream_kill")
+# Injected in a cluster by breaking a process, healing without it, and mending it.
+NODE_FAULTS = frozenset({"kill", "node_pause", "jetstream_kill"})
 PROBE_PREFIX = "drill-probe/"
 _STEADY_LAG_BYTES = 1 << 20
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    """What a spawned cluster adds to a deployment (see ``cluster_deployment``)."""
+
+    def transport(self, limits: httpx.Limits, seed: int) -> httpx.AsyncBaseTransport:
+        """Sends each request to a node that can answer now."""
+        ...
+
+    async def settled(self) -> bool: ...
+
+    async def break_(self, kind: str, rng: random.Random) -> str: ...
+
+    async def mend(self, kind: str) -> str: ...
+
+    def aftermath(self, kind: str) -> str: ...
 
 
 @dataclass
@@ -53,8 +80,11 @@ class FaultInjector:
         self._rng = rng
         self._hold_s = hold_s
         self._limit_s = limit_s
+        self._cluster = deployment if isinstance(deployment, Cluster) else None
 
     async def inject(self, kind: str, segments: list[str]) -> Outcome:
+        if self._cluster is not None and kind in NODE_FAULTS:
+            return await self._break_and_mend(self._cluster, kind)
         if kind in ("kill", "torn_tail"):
             started = time.monotonic()
             await self._deployment.kill(self._rng, torn_tail=kind == "torn_tail")
@@ -86,6 +116,26 @@ class FaultInjector:
         outcome.note = note
         if kind != "tier1_full":
             outcome.note += await self._caught_up(lifted, lag_at_lift)
+        return outcome
+
+    async def _break_and_mend(self, cluster: Cluster, kind: str) -> Outcome:
+        """Recovery is the time from the fault until the survivors hold every container and
+        appends succeed, with the broken process still down; then it is mended, and must be
+        back in the cluster within the same limit."""
+        started = time.monotonic()
+        hit = await cluster.break_(kind, self._rng)
+        outcome = await self._healed(started)
+        if outcome.recovery_s is not None:
+            await asyncio.sleep(self._rng.uniform(*self._hold_s))  # the survivors serve
+        mended = time.monotonic()
+        note = await cluster.mend(kind)
+        back = await self._healed(mended)
+        if outcome.recovery_s is None:
+            hit += f" ({outcome.note} while it was down)"
+        if back.recovery_s is None:
+            return Outcome(None, f"{hit}: {note}, then not settled again: {back.note}")
+        outcome.note = f"{hit}: {note}, settled again in {back.recovery_s:.2f} s"
+        outcome.note += cluster.aftermath(kind)
         return outcome
 
     async def _tier2_lag(self) -> int:
@@ -145,6 +195,8 @@ class FaultInjector:
         return Outcome(None, f"not healed within {self._limit_s:.0f} s")
 
     async def _all_serving(self) -> bool:
+        if self._cluster is not None and not await self._cluster.settled():
+            return False
         try:
             answer = await self._client.get("/v1/containers", timeout=5)
             if answer.status_code != 200:
@@ -168,10 +220,10 @@ async def find_probes(client: httpx.AsyncClient, containers: int) -> list[str]:
     i = 0
     while len(found) < containers and i < 100 * containers:
         name = f"{PROBE_PREFIX}{i}"
-        answer = await client.put(segment_path(name))
+        answer = await answered(client, "PUT", segment_path(name))
         if answer.status_code not in (201, 409):
             raise RuntimeError(f"cannot create {name}: {answer.status_code} {answer.text}")
-        info = (await client.get(segment_path(name))).json()
+        info = (await answered(client, "GET", segment_path(name))).json()
         found.setdefault(int(info["container"]), name)
         i += 1
     return [found[c] for c in sorted(found)]

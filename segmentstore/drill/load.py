@@ -13,6 +13,7 @@ import asyncio
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -28,6 +29,25 @@ RETRIED_STATUSES = frozenset({429, 502, 503, 504, 507})
 
 def segment_path(name: str) -> str:
     return "/v1/segments/" + quote(name, safe="/")
+
+
+async def answered(
+    client: httpx.AsyncClient, method: str, path: str, timeout_s: float = 60, **request: Any
+) -> httpx.Response:
+    """The first answer that is not a refusal to retry: in a cluster a container can be moving
+    (``503``) or a node restarting at any moment, the drill's set-up included."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        try:
+            answer = await client.request(method, path, **request)
+        except httpx.TransportError:
+            if loop.time() > deadline:
+                raise
+        else:
+            if answer.status_code not in RETRIED_STATUSES or loop.time() > deadline:
+                return answer
+        await asyncio.sleep(_RETRY_MIN_S * 4)
 
 
 @dataclass
@@ -65,7 +85,7 @@ class Load:
 
     async def create_segments(self) -> None:
         for name in self.segments:
-            answer = await self._client.put(segment_path(name))
+            answer = await answered(self._client, "PUT", segment_path(name))
             if answer.status_code not in (201, 409):
                 raise RuntimeError(f"cannot create {name}: {answer.status_code} {answer.text}")
 

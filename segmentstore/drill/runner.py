@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import httpx
 
 from segmentstore.drill.deployment import Deployment
-from segmentstore.drill.faults import KINDS, FaultInjector, find_probes
+from segmentstore.drill.faults import KINDS, Cluster, FaultInjector, find_probes
 from segmentstore.drill.ledger import Verdict
-from segmentstore.drill.load import Load
+from segmentstore.drill.load import Load, answered
 from segmentstore.drill.report import DrillReport, FaultRecord
 from segmentstore.drill.verify import VerifyError, exactly_once_failures, verify_all
 
@@ -51,7 +51,12 @@ async def run_drill(
     await deployment.start()
     try:
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-        async with httpx.AsyncClient(base_url=deployment.url, timeout=30, limits=limits) as client:
+        transport = None
+        if isinstance(deployment, Cluster):
+            transport = deployment.transport(limits, rng.randrange(1 << 30))
+        async with httpx.AsyncClient(
+            base_url=deployment.url, timeout=30, limits=limits, transport=transport
+        ) as client:
             await _drill(deployment, client, options, rng, kinds, report, progress)
     finally:
         await deployment.close()
@@ -78,7 +83,7 @@ async def _drill(
         rng.randrange(1 << 30),
     )
     await load.create_segments()
-    containers = (await client.get("/v1/containers")).json()["containers"]
+    containers = (await answered(client, "GET", "/v1/containers")).json()["containers"]
     probes = await find_probes(client, len(containers))
     injector = FaultInjector(
         deployment, client, probes, rng, options.hold_s, options.max_recovery_s

@@ -11,7 +11,7 @@ import time
 import httpx
 
 from segmentstore.drill.ledger import Verdict, check
-from segmentstore.drill.load import Load, segment_path
+from segmentstore.drill.load import Load, answered, segment_path
 from segmentstore.drill.payload import parse, record
 
 _READ_BYTES = 16 << 20
@@ -63,8 +63,9 @@ async def exactly_once_failures(load: Load, client: httpx.AsyncClient) -> list[s
         for writer, seq in ledger.last_seq.items():
             data = record(writer, seq, 16)  # the body does not matter: it must not land
             headers = {"Writer-Id": f"drill-w{writer}", "Writer-Seq": str(seq)}
-            answer = await client.post(
-                segment_path(name) + ":append", content=data, headers=headers
+            # Sent until it is not refused (503 while its container moves, in a cluster).
+            answer = await answered(
+                client, "POST", segment_path(name) + ":append", content=data, headers=headers
             )
             if answer.status_code != 200 or not answer.json().get("duplicate"):
                 failures.append(f"{name}: retry of {writer}/{seq} got {answer.text[:200]}")

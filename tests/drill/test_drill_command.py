@@ -4,29 +4,19 @@ torn Tier 1 tail and (where a tmpfs can be mounted) a full Tier 1, verified byte
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from drill_cli import run_drill
 
 
 @pytest.mark.integration
 def test_a_short_drill_heals_every_fault_and_loses_nothing(tmp_path: Path) -> None:
     report_path = tmp_path / "drill.json"
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "segmentstore.cli", "drill", "--spawn",
-            "--duration", "4", "--seed", "3", "--faults", "kill,torn_tail,tier1_full",
-            "--hold-s", "1", "1.5", "--segments", "6", "--writers", "6", "--readers", "1",
-            "--max-recovery-s", "60", "--json", str(report_path),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=240,
+    done = run_drill(
+        "--spawn", "--duration", "4", "--seed", "3", "--faults", "kill,torn_tail,tier1_full",
+        "--hold-s", "1", "1.5", "--segments", "6", "--writers", "6", "--readers", "1",
+        "--max-recovery-s", "60", "--json", str(report_path),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     report = json.loads(report_path.read_text())

@@ -1,0 +1,199 @@
+"""A cluster the drill spawns itself (``--spawn --nodes N``), and the faults only a cluster has.
+
+In a temporary directory: a JetStream cluster of three ``nats-server`` processes on loopback
+(Tier 1, and the leases by which nodes share the containers), ``N`` segment store nodes in
+cluster mode, and one Tier 2 that all of them share: S3 on a moto server in this process, or a
+plain directory. The drill's requests are spread over every node that can answer.
+
+Its faults are each *broken* and, once the survivors have healed, *mended*:
+
+- ``kill``: a node is SIGKILLed; the others take over its containers when its leases expire.
+  Mended by starting it again on the same port: it rejoins and gets its share back.
+- ``node_pause``: a node is SIGSTOPped, as in a long pause of its process or VM, and stays
+  stopped until its containers have been taken over (its leases expired). Mended by SIGCONT:
+  the node wakes up as a stale owner, must be fenced (nothing it accepts then is acknowledged),
+  gives its containers up and rejoins.
+- ``jetstream_kill``: a JetStream server is SIGKILLed (the streams it led elect new leaders).
+  Mended by starting it again on the same ports and store directory.
+
+Container restarts (sent to any node, which forwards them) and Tier 2 outages (moto stopped and
+started) work as for one node. Tier 1 here is JetStream, so the tmpfs faults (``tier1_full``,
+``torn_tail``) do not apply, nor does a full Tier 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+
+from segmentstore.bench.jetstream_cluster import JetStreamCluster, JetStreamNode
+from segmentstore.bench.store_nodes import StoreNode, StoreNodes
+from segmentstore.drill.moto_tier2 import URI as S3_URI
+from segmentstore.drill.moto_tier2 import MotoTier2
+from segmentstore.drill.spread import CLUSTER_URL, SpreadTransport
+
+CONTAINERS = 6  # two per node of the documented three
+_NO_TMPFS = "a cluster's Tier 1 is JetStream, not a local disk"
+_SETTINGS = {
+    # Tier 2 gets data within a fault's seconds, so fencing there is drilled too.
+    "SEGMENTSTORE_STORAGE_WRITER__FLUSH_INTERVAL_MS": "500",
+    "SEGMENTSTORE_STORAGE_WRITER__RETRY_MAX_MS": "1000",
+    "SEGMENTSTORE_STORE__RECOVERY_RETRY_MIN_MS": "200",
+    "SEGMENTSTORE_STORE__RECOVERY_RETRY_MAX_MS": "2000",
+    "SEGMENTSTORE_TIER1__JETSTREAM__ACK_TIMEOUT_MS": "2000",
+    "SEGMENTSTORE_CACHE__MAX_BYTES": str(256 << 20),
+}
+
+
+class SpawnedCluster:
+    url = CLUSTER_URL
+
+    def __init__(
+        self,
+        tier2_kind: str,
+        nodes: int,
+        parent_env: Mapping[str, str],
+        lease_ms: int = 5000,
+        work_dir: Path | None = None,
+    ) -> None:
+        if nodes < 2:
+            raise ValueError("a cluster has at least two nodes")
+        self._own_dir = work_dir is None
+        self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="segmentstore-drill-"))
+        self.tier2_kind = tier2_kind
+        self.node_count = nodes
+        self.lease_ms = lease_ms
+        self._parent_env = parent_env  # the nodes' environment, less its segmentstore settings
+        self.unavailable = {"tier1_full": _NO_TMPFS, "torn_tail": _NO_TMPFS}
+        self.unavailable["tier2_full"] = "a cluster's Tier 2 is shared, not a small local disk"
+        if tier2_kind != "s3":
+            self.unavailable["tier2_outage"] = "only S3 (moto) can be taken away from every node"
+        self._jetstream = JetStreamCluster(self.work_dir / "jetstream")
+        self._moto: MotoTier2 | None = None
+        self.nodes: StoreNodes | None = None
+        self._broken_node: StoreNode | None = None
+        self._broken_jetstream: JetStreamNode | None = None
+        self._fencing_before = 0
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._jetstream.start)
+        env = {**_SETTINGS, "SEGMENTSTORE_CLUSTER__LEASE_MS": str(self.lease_ms)}
+        if self.tier2_kind == "s3":
+            self._moto = MotoTier2()
+            await asyncio.to_thread(self._moto.start)
+            uri = S3_URI
+            env["SEGMENTSTORE_TIER2__OPTIONS"] = json.dumps(self._moto.options)
+        else:
+            uri = (self.work_dir / "tier2").as_uri()
+        self.nodes = StoreNodes(
+            self.work_dir / "nodes",
+            self._jetstream.servers,
+            uri,
+            prefix="drill",
+            containers=CONTAINERS,
+            parent_env=self._parent_env,
+            env=env,
+        )
+        for _ in range(self.node_count):
+            self.nodes.add()
+        try:
+            await asyncio.to_thread(self.nodes.wait_settled, 180)
+        except TimeoutError as error:
+            raise RuntimeError(str(error)) from error
+
+    def live_urls(self) -> list[str]:
+        return [] if self.nodes is None else [node.url for node in self.nodes.live]
+
+    def transport(self, limits: httpx.Limits, seed: int) -> httpx.AsyncBaseTransport:
+        return SpreadTransport(self.live_urls, seed, limits=limits)
+
+    async def settled(self) -> bool:
+        """Every answering node ready, every container held by one of them, shares even."""
+        assert self.nodes is not None
+        return await asyncio.to_thread(self.nodes.settled)
+
+    async def close(self) -> None:
+        if self.nodes is not None:
+            # Thrown away with its directory: no hand-over of containers (a SIGTERM's) needed.
+            for node in self.nodes.nodes.values():
+                await asyncio.to_thread(node.sigkill)
+        await asyncio.to_thread(self._jetstream.stop)
+        if self._moto is not None:
+            await asyncio.to_thread(self._moto.stop)
+        if self._own_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    async def break_(self, kind: str, rng: random.Random) -> str:
+        """Inject ``kind`` (``kill``, ``node_pause``, ``jetstream_kill``); what was hit."""
+        assert self.nodes is not None
+        if kind == "jetstream_kill":
+            self._broken_jetstream = rng.choice(self._jetstream.nodes)
+            await asyncio.to_thread(self._broken_jetstream.sigkill)
+            return f"JetStream {self._broken_jetstream.name}"
+        victim = rng.choice(self.nodes.live)
+        held = await asyncio.to_thread(self._held_by, victim)
+        self._broken_node = victim
+        self._fencing_before = _fencing_lines(victim)
+        if kind == "kill":
+            await asyncio.to_thread(victim.sigkill)
+        else:
+            victim.pause()
+        return f"{victim.node_id} (held containers {held})"
+
+    async def mend(self, kind: str) -> str:
+        """Undo the fault :meth:`break_` injected; what is worth noting about it."""
+        assert self.nodes is not None
+        if kind == "jetstream_kill":
+            assert self._broken_jetstream is not None
+            self._broken_jetstream.start()
+            await self._jetstream.ready()
+            return "restarted"
+        victim = self._broken_node
+        assert victim is not None
+        if kind == "kill":
+            self.nodes.add(victim.node_id)
+            return "restarted"
+        victim.resume()
+        return "woken up"
+
+    def aftermath(self, kind: str) -> str:
+        """Once mended and settled: what the node that was paused said on waking up."""
+        if kind != "node_pause" or self._broken_node is None:
+            return ""
+        said = _fencing_lines(self._broken_node) - self._fencing_before
+        return f"; on waking it logged {said} lost leases or fencings"
+
+    def _held_by(self, node: StoreNode) -> list[int]:
+        assert self.nodes is not None
+        return [c for c, owner in self.nodes.owners(node.url).items() if owner == node.node_id]
+
+    def rss_bytes(self) -> int | None:
+        return None  # a figure per node would not say which one a read was served by
+
+    # The single-node faults this deployment has (the others are in ``unavailable``).
+
+    async def kill(self, rng: random.Random, torn_tail: bool) -> None:
+        raise RuntimeError("a cluster's kills are injected by break_ and mend")
+
+    async def tier2(self, fault: str, on: bool) -> None:
+        assert self._moto is not None
+        await asyncio.to_thread(self._moto.stop if on else self._moto.start)
+
+    async def tier1_full(self, on: bool) -> None:
+        raise RuntimeError(self.unavailable["tier1_full"])
+
+
+def _fencing_lines(node: StoreNode) -> int:
+    """How many times the node's log says it lost a container's lease or was fenced."""
+    try:
+        log = (node.root / f"{node.node_id}.log").read_text(errors="replace")
+    except FileNotFoundError:
+        return 0
+    return log.count("lost the lease of container") + log.count("was fenced by a newer owner")
