@@ -37,6 +37,9 @@ def shared_store_cluster(
     cluster = StoreCluster(
         root, jetstream_cluster.servers, (root / "tier2").as_uri(), prefix=f"shared{os.getpid()}",
         containers=4,
+        # Nothing here stops a node: a long lease keeps containers where they are even when
+        # a loaded machine starves a node of CPU for seconds.
+        lease_ms=20_000,
     )  # fmt: skip
     try:
         cluster.start(3)

@@ -25,7 +25,9 @@ class StoreCluster:
         prefix: str,
         containers: int = 8,
         settings: dict[str, str] | None = None,
+        lease_ms: int = LEASE_MS,
     ) -> None:
+        self.lease_ms = lease_ms
         self.root = root
         self.nats = ",".join(nats_servers)
         self.tier2_uri = tier2_uri
@@ -37,7 +39,7 @@ class StoreCluster:
     def start_node(self, node_id: str) -> ServedStore:
         settings = {
             "SEGMENTSTORE_TIER1__JETSTREAM__STREAM_PREFIX": self.prefix,
-            "SEGMENTSTORE_CLUSTER__LEASE_MS": str(LEASE_MS),
+            "SEGMENTSTORE_CLUSTER__LEASE_MS": str(self.lease_ms),
             "SEGMENTSTORE_CACHE__MAX_BYTES": str(64 << 20),
             **self.settings,
         }
