@@ -5,7 +5,8 @@ that the caller owns: the caller starts it before requests arrive and closes it 
 :mod:`segmentstore.api.server`, which does both in the ASGI lifespan). A request passes, outermost
 first:
 
-1. metrics (times everything, refusals included);
+1. metrics (times everything, refusals included), and the 503 for a request cut off because
+   the server is stopping (:mod:`segmentstore.api.stopping`);
 2. auth (``401``/``403`` before anything else is looked at);
 3. the body limit (``413`` before a large body is buffered);
 4. control characters in a segment path (``400 invalid_name``: ``$`` matches before ``\n``);
@@ -35,6 +36,7 @@ from segmentstore.api.routes.containers import containers_router
 from segmentstore.api.routes.data import data_router
 from segmentstore.api.routes.health import health_router
 from segmentstore.api.routes.segments import action_router, resource_router
+from segmentstore.api.stopping import StoppingMiddleware
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.store import SegmentStore
 
@@ -102,5 +104,6 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, raw_limit=store.settings.store.max_append_bytes)
     if auth_tokens:
         app.add_middleware(TokenAuthMiddleware, tokens=dict(auth_tokens))
+    app.add_middleware(StoppingMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
     return app

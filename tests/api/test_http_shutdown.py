@@ -80,6 +80,11 @@ def test_sigterm_stops_gracefully_and_keeps_acknowledged_data(tmp_path: Path) ->
         reader.join(timeout=30)
     assert stopped_in < 15, stopped_in
     assert outcome, "the tail read never ended"
+    (answer,) = outcome
+    if isinstance(answer, httpx.Response):  # cut off, it is told to come back: never a 500
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["error"]["code"] == "container_unavailable"
+        assert "retry-after" in answer.headers
     # uvicorn re-raises the signal it handled once the shutdown is complete.
     assert process.returncode in (0, -signal.SIGTERM)
     assert "Application shutdown complete" in log  # after the lifespan closed the store
