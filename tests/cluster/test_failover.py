@@ -260,14 +260,21 @@ async def test_a_joining_and_a_leaving_node_move_containers_with_503s_only(
 
     excluded.add("n4")  # a load balancer stops sending to a node that is stopping
     left = time.monotonic()
-    assert nodes.nodes["n4"].stop() == 0 or nodes.nodes["n4"].proc.returncode == -signal.SIGTERM
+    leaving = nodes.nodes["n4"]
+    leaving_url = leaving.url
+    # In a thread: the writers go on (through the other nodes) while it hands over and stops.
+    await asyncio.to_thread(leaving.stop)
+    assert leaving.proc.returncode in (0, -signal.SIGTERM)
     leave_s = time.monotonic() - left
     await asyncio.to_thread(nodes.wait_settled, 60)
     await asyncio.sleep(2)
     await writers.stop()
     print(f"join settled in {join_s:.2f} s, SIGTERM handed over and exited in {leave_s:.2f} s;"
-          f" statuses {dict(writers.statuses)}")  # fmt: skip
+          f" statuses {dict(writers.statuses)}, lost {writers.lost_connections}")  # fmt: skip
     writers.verify(live_urls(nodes)[0])
     assert set(writers.statuses) <= {200, 201, 503}
-    assert writers.transport_errors == 0, writers.lost_connections
+    # A request already on its way to the node that stops may find its connection closed (it
+    # is sent again, and the check above finds it exactly once); never one to another node.
+    others = [lost for lost in writers.lost_connections if not lost.startswith(leaving_url)]
+    assert not others, others
     del nodes.nodes["n4"]
