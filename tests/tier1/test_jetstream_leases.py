@@ -40,8 +40,10 @@ async def leases(options: JetStreamOptions) -> AsyncIterator[list[JetStreamLease
 
 
 async def wait_expired(store: JetStreamLeases, container: int) -> float:
-    """Seconds until ``container``'s lease is gone from the bucket."""
+    """Seconds until ``container``'s lease is gone from the bucket: at least a lease, and until
+    a read no longer shows it (one read alone can miss a key that is still there)."""
     started = time.monotonic()
+    await asyncio.sleep(LEASE_MS / 1000 * 1.2)
     while container in (await store.read()).leases:
         assert time.monotonic() - started < 10 * LEASE_MS / 1000, "the lease never expired"
         await asyncio.sleep(0.05)
