@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 _NODE = "node."
 _CONTAINER = "container."
 _READ_TIMEOUT_S = 5.0
+_READ_TRIES = 3
 
 
 class JetStreamLeases(LeaseStore):
@@ -109,6 +110,19 @@ class JetStreamLeases(LeaseStore):
             await self._kv().delete(_NODE + node)
 
     async def read(self) -> Membership:
+        # A watcher may signal the end of the current values before it delivered them all
+        # (nats-py's start-up race): a read that saw fewer keys than the bucket holds is
+        # done again.
+        for _ in range(_READ_TRIES):
+            async with self._translated("read the cluster's leases"):
+                expected = (await self._kv().status()).values
+            membership, seen = await self._read_once()
+            if seen >= expected:
+                break
+        return membership
+
+    async def _read_once(self) -> tuple[Membership, int]:
+        seen = 0
         nodes: dict[str, str] = {}
         leases: dict[int, ContainerLease] = {}
         released: set[int] = set()
@@ -116,6 +130,7 @@ class JetStreamLeases(LeaseStore):
             watcher = await self._kv().watchall()
             try:
                 while (entry := await watcher.updates(timeout=_READ_TIMEOUT_S)) is not None:
+                    seen += 1
                     deleted = entry.operation in (KV_DEL, KV_PURGE)
                     if entry.key.startswith(_CONTAINER):
                         container = int(entry.key[len(_CONTAINER) :])
@@ -131,7 +146,7 @@ class JetStreamLeases(LeaseStore):
             finally:
                 with contextlib.suppress(Exception):
                     await watcher.stop()
-        return Membership(nodes, leases, frozenset(released))
+        return Membership(nodes, leases, frozenset(released)), seen
 
     # -- container leases ------------------------------------------------------------------
 
