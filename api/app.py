@@ -98,7 +98,7 @@ def create_app(
     forwarding = ForwardingSession(cluster.node_id if cluster is not None else "")
     app.state.forwarding = forwarding
     if cluster is not None:
-        app.add_middleware(ClusterRouting, membership=cluster, session=forwarding)
+        app.add_middleware(ClusterRouting, store=store, membership=cluster, session=forwarding)
         metrics.registry.register(ClusterCollector(cluster, forwarding))
     app.add_middleware(ControlCharacterMiddleware)
     app.add_middleware(BodyLimitMiddleware, raw_limit=store.settings.store.max_append_bytes)

@@ -31,9 +31,8 @@ from yarl import URL
 from segmentstore.api.cluster_listing import ClusterListing
 from segmentstore.api.errors import BodyTooLarge, error_response
 from segmentstore.cluster.membership import ClusterMembership
-from segmentstore.containers.mapping import container_of
-from segmentstore.errors import ContainerUnavailableError
-from segmentstore.names import validate_segment_name
+from segmentstore.errors import ContainerUnavailableError, SegmentStoreError
+from segmentstore.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +59,14 @@ _RETRY_MS = 1000
 
 class ClusterRouting:
     def __init__(
-        self, app: ASGIApp, membership: ClusterMembership, session: ForwardingSession
+        self,
+        app: ASGIApp,
+        store: SegmentStore,
+        membership: ClusterMembership,
+        session: ForwardingSession,
     ) -> None:
         self.app = app
+        self.store = store
         self.membership = membership
         self.session = session
         self.listing = ClusterListing(membership, session)
@@ -103,8 +107,8 @@ class ClusterRouting:
             if colon and action in ACTIONS:
                 name = head
             try:
-                return container_of(validate_segment_name(name), self.count)
-            except Exception:  # an invalid name: answered locally, 400
+                return self.store.container_of(name)
+            except SegmentStoreError:  # an invalid name: answered locally, 400
                 return None
         if path.startswith(CONTAINERS) and path.endswith(":restart"):
             text = path[len(CONTAINERS) : -len(":restart")]

@@ -237,6 +237,10 @@ class SegmentStore:
             raise ContainerNotFoundError(container_id)
         return self.containers[container_id]
 
+    def container_of(self, name: str) -> int:
+        """The id of the container that holds ``name`` (``InvalidNameError`` for a bad name)."""
+        return _route(name, self._count)
+
     def _for(self, name: str) -> SegmentContainer:
         return self.containers[_route(name, self._count)]
 

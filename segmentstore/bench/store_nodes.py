@@ -121,22 +121,7 @@ class StoreNodes:
         return {c["id"]: c["owner"] for c in answer["containers"]}
 
     def settled(self) -> bool:
-        """Every live node ready, and each sees every container held by a live node, every
-        live node holding its share (a node that rejoined has got its containers back)."""
-        live = {node.node_id for node in self.live}
-        try:
-            for node in self.live:
-                if httpx.get(f"{node.url}/readyz", timeout=5).status_code != 200:
-                    return False
-                owners = list(self.owners(node.url).values())
-                if any(owner not in live for owner in owners):
-                    return False
-                shares = [owners.count(node_id) for node_id in live]
-                if max(shares) - min(shares) > 1:
-                    return False
-        except httpx.HTTPError:
-            return False
-        return True
+        return unsettled({node.node_id: node.url for node in self.live}) is None
 
     def wait_settled(self, timeout_s: float = 120, poll_s: float = 0.05) -> float:
         """Seconds until :meth:`settled`; ``TimeoutError`` after ``timeout_s``."""
@@ -151,3 +136,31 @@ class StoreNodes:
         for node in self.nodes.values():
             with contextlib.suppress(Exception):
                 node.stop()
+
+
+def unsettled(nodes: Mapping[str, str]) -> str | None:
+    """Why the cluster of the live ``nodes`` (id -> URL) has not settled yet, or None once it
+    has: every node ready, and every node seeing the same map, in which the live nodes are all
+    the nodes, every container is held by one of them, and their shares differ by at most one
+    (a node that rejoined has got its containers back)."""
+    live = set(nodes)
+    maps: list[dict[int, str | None]] = []
+    try:
+        for node_id, url in nodes.items():
+            if httpx.get(f"{url}/readyz", timeout=5).status_code != 200:
+                return f"{node_id} is not ready"
+            view = httpx.get(f"{url}/v1/cluster", timeout=5).json()
+            if {n["id"] for n in view["nodes"]} != live:
+                return f"{node_id} sees the nodes {[n['id'] for n in view['nodes']]}"
+            owners = {c["id"]: c["owner"] for c in view["containers"]}
+            if any(owner not in live for owner in owners.values()):
+                return f"{node_id} sees owners {owners}"
+            shares = [list(owners.values()).count(n) for n in live]
+            if max(shares) - min(shares) > 1:
+                return f"{node_id} sees shares {shares}"
+            maps.append(owners)
+    except httpx.HTTPError as error:
+        return repr(error)
+    if any(owners != maps[0] for owners in maps):
+        return f"the nodes' maps differ: {maps}"
+    return None

@@ -1,6 +1,6 @@
 """A cluster of segment store nodes for the tests of this folder: three ``segmentstore serve
 --cluster`` processes over a JetStream cluster of their own (tests kill its nodes) and Tier 2
-on S3 (a moto server), all on loopback, every process stopped by PID afterwards."""
+on S3 (the session's moto server), all on loopback, every process stopped by PID afterwards."""
 
 from __future__ import annotations
 
@@ -9,23 +9,11 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from moto.server import ThreadedMotoServer
 from store_cluster import StoreCluster
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
 
 S3_CREDENTIALS = {"access_key": "testing", "secret_key": "testing", "region": "us-east-1"}
-
-
-@pytest.fixture(scope="module")
-def moto_s3() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +24,10 @@ def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JetStreamCluster]
 
 @pytest.fixture(scope="module")
 def nodes(
-    tmp_path_factory: pytest.TempPathFactory, nats: JetStreamCluster, moto_s3: str
+    tmp_path_factory: pytest.TempPathFactory, nats: JetStreamCluster, moto_endpoint: str
 ) -> Iterator[StoreCluster]:
     """Three nodes, settled; a test that stops or adds nodes leaves three settled ones."""
-    options = {"endpoint_url": moto_s3, "create_bucket": True, **S3_CREDENTIALS}
+    options = {"endpoint_url": moto_endpoint, "create_bucket": True, **S3_CREDENTIALS}
     settings = {
         "SEGMENTSTORE_TIER2__OPTIONS": json.dumps(options),
         # Tier 2 gets data within the test's seconds, so fencing there is exercised too.

@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 from served_store import ServedStore
 
+from segmentstore.bench.store_nodes import unsettled
+
 # Short enough that a takeover test takes seconds, as long as the one the cluster documents.
 LEASE_MS = 5_000
 
@@ -67,40 +69,27 @@ class StoreCluster:
         return dict(httpx.get(f"{url}/v1/cluster", timeout=5).json())
 
     def wait_settled(self, timeout_s: float = 90, nodes: int | None = None) -> float:
-        """Until every live node is ready and every container is held by a live node, each
-        node holding its fair share; the seconds it took."""
+        """Until the live nodes (``nodes`` of them, if given) have settled
+        (:func:`~segmentstore.bench.store_nodes.unsettled`): every container held by a live
+        node, each holding its share; the seconds it took."""
         started = time.monotonic()
-        deadline = started + timeout_s
-        live = nodes or len(self.urls)
-        last: Any = None
-        while time.monotonic() < deadline:
-            try:
-                last = self._settled(live)
-                if last is True:
-                    return time.monotonic() - started
-            except httpx.HTTPError as error:
-                last = error
+        while (why := self._unsettled(nodes)) is not None:
+            if time.monotonic() - started > timeout_s:
+                logs = "\n".join(f"--- {i}\n{n.log()}" for i, n in self.nodes.items())
+                raise AssertionError(f"the cluster did not settle in {timeout_s} s: {why}\n{logs}")
             time.sleep(0.1)
-        logs = "\n".join(f"--- {i}\n{n.log()}" for i, n in self.nodes.items())
-        raise AssertionError(f"the cluster did not settle in {timeout_s} s: {last}\n{logs}")
+        return time.monotonic() - started
 
-    def _settled(self, live: int) -> Any:
-        for url in self.urls:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code != 200:
-                return f"{url} not ready"
-        # Every node's map, not one: each reads the leases on its own tick.
-        views = [self.cluster_map(url) for url in self.urls]
-        for view in views:
-            if len(view["nodes"]) != live:
-                return view
-            if any(c["owner"] is None for c in view["containers"]):
-                return view
-            shares = [len(n["containers"]) for n in view["nodes"]]
-            if max(shares) - min(shares) > 1:
-                return view
-            if view["containers"] != views[0]["containers"]:
-                return views
-        return True
+    def _unsettled(self, nodes: int | None) -> str | None:
+        live = self.live
+        if nodes is not None and len(live) != nodes:
+            return f"{len(live)} nodes run, not {nodes}"
+        return unsettled(live)
+
+    @property
+    def live(self) -> dict[str, str]:
+        """node id -> URL of every node whose process runs."""
+        return {i: n.url for i, n in self.nodes.items() if n.proc.poll() is None}
 
     def stop(self) -> None:
         for node in self.nodes.values():

@@ -178,7 +178,7 @@ class JetStreamLeases(LeaseStore):
 
     async def _epoch_is(self, container: int, epoch: int) -> bool:
         try:
-            entry = await self._epochs.get(f"container-{container}")
+            entry = await self._epochs.get(self._options.epoch_key(container))
         except KeyNotFoundError:
             return epoch == 0
         return epoch > 0 and int((entry.value or b"0").decode()) == epoch

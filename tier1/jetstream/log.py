@@ -172,7 +172,7 @@ class JetStreamDurableDataLog(DurableDataLog):
 
     async def _bump_epoch(self, js: JetStreamContext, min_epoch: int) -> int:
         bucket = await epoch_bucket(js, self._options)
-        key = f"container-{self._container}"
+        key = self._options.epoch_key(self._container)
         while True:
             try:
                 entry = await bucket.get(key)
@@ -209,7 +209,7 @@ class JetStreamDurableDataLog(DurableDataLog):
 
     async def _newest_epoch(self, js: JetStreamContext) -> int:
         bucket = await epoch_bucket(js, self._options)
-        entry = await bucket.get(f"container-{self._container}")
+        entry = await bucket.get(self._options.epoch_key(self._container))
         return int((entry.value or b"0").decode())
 
     async def _check_ownership(self) -> None:

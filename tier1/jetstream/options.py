@@ -56,6 +56,10 @@ class JetStreamOptions:
     def subject(self, container: int, epoch: int) -> str:
         return f"{self.stream_prefix}.container.{container}.e{epoch}"
 
+    def epoch_key(self, container: int) -> str:
+        """The key of ``container``'s epoch in :attr:`epoch_bucket`."""
+        return f"container-{container}"
+
     @property
     def epoch_bucket(self) -> str:
         return f"{self.stream_prefix}-epochs"
