@@ -8,14 +8,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
+import nats
 import pytest
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
 from segmentstore.tier1.jetstream.leases import JetStreamLeases
-from segmentstore.tier1.leases import ContainerLease
+from segmentstore.tier1.leases import ContainerLease, Membership
 
 _PREFIXES = itertools.count()
 LEASE_MS = 1_000
@@ -39,15 +40,38 @@ async def leases(options: JetStreamOptions) -> AsyncIterator[list[JetStreamLease
         await store.close()
 
 
-async def wait_expired(store: JetStreamLeases, container: int) -> float:
-    """Seconds until ``container``'s lease is gone from the bucket: at least a lease, and until
-    a read no longer shows it (one read alone can miss a key that is still there)."""
+async def leader_holds(options: JetStreamOptions, store: JetStreamLeases) -> int:
+    """How many entries the bucket's stream leader holds, asked by a client of its own."""
+    client = await nats.connect(list(options.servers))
+    try:
+        info = await client.jetstream().stream_info(f"KV_{store.bucket_name}")
+        return info.state.messages
+    finally:
+        await client.close()
+
+
+async def wait_all_expired(options: JetStreamOptions, store: JetStreamLeases) -> float:
+    """Seconds until every entry of the bucket expired: at least a lease, until the stream's
+    leader (which decides every compare-and-set) holds none, and until a read shows none.
+    Each replica expires entries on its own clock and a read may come from any of them."""
     started = time.monotonic()
     await asyncio.sleep(LEASE_MS / 1000 * 1.2)
-    while container in (await store.read()).leases:
-        assert time.monotonic() - started < 10 * LEASE_MS / 1000, "the lease never expired"
+    while True:
+        view = await store.read()
+        if not view.leases and not view.nodes and not await leader_holds(options, store):
+            return time.monotonic() - started
+        assert time.monotonic() - started < 10 * LEASE_MS / 1000, f"never expired: {view}"
         await asyncio.sleep(0.05)
-    return time.monotonic() - started
+
+
+async def read_until(store: JetStreamLeases, settled: Callable[[Membership], bool]) -> Membership:
+    """The first read that shows a write just made: a write is acknowledged once two of three
+    replicas hold it, and a read may come from the third."""
+    deadline = time.monotonic() + 5
+    while not settled(view := await store.read()):
+        assert time.monotonic() < deadline, f"the write never showed: {view}"
+        await asyncio.sleep(0.05)
+    return view
 
 
 async def test_one_holder_at_a_time(leases: list[JetStreamLeases]) -> None:
@@ -60,8 +84,8 @@ async def test_one_holder_at_a_time(leases: list[JetStreamLeases]) -> None:
     # A renewal naming an old revision is someone else's stale belief: refused.
     forged = ContainerLease(3, "b", 0, held.revision)
     assert await b.renew(forged, 0) is None
-    view = await b.read()
-    assert view.leases[3].owner == "a" and view.leases[3].epoch == 7
+    view = await read_until(b, lambda view: 3 in view.leases and view.leases[3].epoch == 7)
+    assert view.leases[3].owner == "a"
 
 
 async def test_a_released_lease_is_marked_and_free(leases: list[JetStreamLeases]) -> None:
@@ -69,8 +93,8 @@ async def test_a_released_lease_is_marked_and_free(leases: list[JetStreamLeases]
     held = await a.acquire(1, "a")
     assert held is not None
     await a.release(held)
-    view = await b.read()
-    assert 1 not in view.leases and 1 in view.released
+    view = await read_until(b, lambda view: 1 not in view.leases)
+    assert 1 in view.released
     taken = await b.acquire(1, "b")
     assert taken is not None and taken.owner == "b"
     assert await a.renew(held, 0) is None  # the old holder's renewal fails
@@ -80,22 +104,23 @@ async def test_nodes_announce_and_withdraw(leases: list[JetStreamLeases]) -> Non
     a, b = leases
     await a.announce("a", "http://127.0.0.1:1")
     await b.announce("b", "http://127.0.0.1:2")
-    assert (await a.read()).nodes == {"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"}
+    both = {"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"}
+    await read_until(a, lambda view: view.nodes == both)
     await b.withdraw("b")
-    assert (await a.read()).nodes == {"a": "http://127.0.0.1:1"}
+    await read_until(a, lambda view: view.nodes == {"a": "http://127.0.0.1:1"})
 
 
 async def test_an_unrenewed_lease_expires_and_another_node_takes_it(
-    leases: list[JetStreamLeases],
+    options: JetStreamOptions, leases: list[JetStreamLeases]
 ) -> None:
     a, b = leases
     await a.announce("a", "http://127.0.0.1:1")
     held = await a.acquire(0, "a")
     assert held is not None
-    waited = await wait_expired(b, 0)
+    waited = await wait_all_expired(options, b)  # the node's own entry expires as well
     assert waited >= LEASE_MS / 1000 * 0.5
-    assert "a" not in (await b.read()).nodes  # the node's own entry expired as well
-    assert await b.acquire(0, "b") is not None
+    taken = await b.acquire(0, "b")
+    assert taken is not None and taken.owner == "b"
     assert await a.renew(held, 0) is None
 
 
@@ -109,13 +134,13 @@ async def test_an_expired_lease_is_taken_back_only_if_nobody_opened_the_containe
     assert held is not None
     held = await a.renew(held, epoch)
     assert held is not None
-    await wait_expired(a, 2)
+    await wait_all_expired(options, a)
     # JetStream was out of reach for longer than a lease, say: nobody took the container.
     back = await a.renew(held, epoch)
     assert back is not None and back.owner == "a"
     await log.close()
 
-    await wait_expired(a, 2)
+    await wait_all_expired(options, a)
     newer = JetStreamDurableDataLog(options, 2)
     assert await newer.open() > epoch  # a new owner opened it meanwhile (and died)
     await newer.close()

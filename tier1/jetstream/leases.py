@@ -110,9 +110,12 @@ class JetStreamLeases(LeaseStore):
             await self._kv().delete(_NODE + node)
 
     async def read(self) -> Membership:
-        # A watcher may signal the end of the current values before it delivered them all
-        # (nats-py's start-up race): a read that saw fewer keys than the bucket holds is
-        # done again.
+        # A read is a view, not a decision: it may come from any replica, and each replica
+        # expires entries on its own clock, so for a moment after an entry expired one read
+        # can still show it and the next not. Every decision taken on a view is confirmed by
+        # a compare-and-set at the stream's leader. A watcher may also signal the end of the
+        # current values before it delivered them all (nats-py's start-up race): a read
+        # that saw fewer keys than the bucket holds is done again.
         for _ in range(_READ_TRIES):
             async with self._translated("read the cluster's leases"):
                 expected = (await self._kv().status()).values
