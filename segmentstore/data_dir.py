@@ -1,5 +1,8 @@
 """A data directory's identity: ``store.json`` fixes its container count for the life of the
-data, so that a store opened with another count is refused instead of misplacing segments."""
+data, so that a store opened with another count is refused instead of misplacing segments.
+
+The identity is written only once every container's local Tier 1 directory exists: from then
+on, a container directory that is missing was lost, never not yet made."""
 
 from __future__ import annotations
 
@@ -10,11 +13,18 @@ from pathlib import Path
 from segmentstore.errors import InvalidArgumentError
 
 IDENTITY_FILE = "store.json"
+TIER1_DIR = "tier1"  # the local Tier 1 logs, one directory per container
+
+
+def container_tier1_dir(data_dir: Path, container: int) -> Path:
+    """Where container ``container`` keeps its local Tier 1 log."""
+    return data_dir / TIER1_DIR / f"container-{container:04d}"
 
 
 def claim_data_dir(data_dir: Path, containers: int) -> None:
-    """Create ``data_dir`` and its identity with ``containers``, or check the recorded count
-    (``InvalidArgumentError`` if it differs). The identity is written durably and whole."""
+    """Create ``data_dir``, a Tier 1 directory per container and the identity with
+    ``containers``, or check the recorded count (``InvalidArgumentError`` if it differs). The
+    identity is written durably and whole, after the directories."""
     data_dir.mkdir(parents=True, exist_ok=True)
     identity = data_dir / IDENTITY_FILE
     if identity.exists():
@@ -25,6 +35,10 @@ def claim_data_dir(data_dir: Path, containers: int) -> None:
                 " the container count cannot change"
             )
         return
+    for container in range(containers):
+        container_tier1_dir(data_dir, container).mkdir(parents=True, exist_ok=True)
+    sync_directory(data_dir / TIER1_DIR)
+    sync_directory(data_dir)  # the directories are durable before the identity is
     temporary = identity.with_suffix(".tmp")
     with open(temporary, "w") as f:
         json.dump({"format": 1, "containers": containers}, f)

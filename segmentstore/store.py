@@ -26,7 +26,7 @@ from segmentstore.arguments import non_negative, retention_policy, whole_bytes
 from segmentstore.cache import BlockArenaCache
 from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.mapping import container_of
-from segmentstore.containers.orphaned_tier2 import adopt_orphaned_tier2, is_new_data_dir
+from segmentstore.containers.orphaned_tier2 import adopt_orphaned_tier2
 from segmentstore.containers.recoveries import Recoveries
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.containers.supervisor import ContainerSupervisor
@@ -135,7 +135,6 @@ class SegmentStore:
         each recovers in the background (:meth:`recovered` waits for all of them).
         """
         data_dir = self.settings.store.data_dir
-        fresh = is_new_data_dir(data_dir)
         uri = self.settings.tier2_uri()
         try:
             storage = await asyncio.to_thread(
@@ -145,8 +144,7 @@ class SegmentStore:
             raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
         try:
             if self._jetstream is None:
-                if fresh:
-                    await adopt_orphaned_tier2(storage, self.settings)
+                await adopt_orphaned_tier2(storage, self.settings)
                 await asyncio.to_thread(claim_data_dir, data_dir, self._count)
             else:
                 await claim_shared_tier1(self._jetstream, self._count)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from segmentstore.data_dir import container_tier1_dir
 from segmentstore.errors import InvalidArgumentError
 from segmentstore.settings import JetStreamSettings, Settings
 from segmentstore.tier1 import DataLogError, DataLogWriteError, DurableDataLog
@@ -56,7 +57,7 @@ def tier1_log(
         from segmentstore.tier1.jetstream import JetStreamDurableDataLog
 
         return JetStreamDurableDataLog(jetstream, container_id)
-    directory = settings.store.data_dir / "tier1" / f"container-{container_id:04d}"
+    directory = container_tier1_dir(settings.store.data_dir, container_id)
     tier1 = settings.tier1
     return LocalDurableDataLog(
         directory, segment_bytes=tier1.segment_bytes, segment_ms=tier1.segment_ms

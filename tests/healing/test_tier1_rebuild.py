@@ -179,10 +179,43 @@ async def test_tier1_deleted_beside_its_identity_is_refused_then_rebuilt(tmp_pat
     async with tier2.open_store(data) as store:
         before = await fill(store, random.Random(3))
     shutil.rmtree(data / "tier1")
-    with pytest.raises(InvalidArgumentError, match="has no Tier 1, but Tier 2 at"):
+    with pytest.raises(InvalidArgumentError, match="has no Tier 1 for any of its containers"):
         await tier2.open_store(data).start()
     async with tier2.open_store(data, rebuild_from_tier2=True) as store:
         await serves_what_was_flushed(store, before)
+
+
+async def test_one_container_directory_deleted_is_refused_then_rebuilt_alone(
+    tmp_path: Path,
+) -> None:
+    """One container's Tier 1 directory lost, the others whole: refused (not started with
+    that container empty), then rebuilt alone; the others keep everything Tier 1 held."""
+    tier2 = Tier2((tmp_path / "tier2").as_uri(), {})
+    data = tmp_path / "data"
+    async with tier2.open_store(data) as store:
+        before = await fill(store, random.Random(11))
+        route = {name: store.container_of(name) for name in SEGMENTS}
+    # Not the containers of the unflushed append or of the exactly-once one: those stay.
+    kept_state = {route[SEGMENTS[0]], route[SEGMENTS[4]]}
+    lost = next(c for c in range(4) if c not in kept_state)
+    shutil.rmtree(data / "tier1" / f"container-{lost:04d}")
+
+    refused = f"has no Tier 1 for container {lost} .*container-{lost:04d}"
+    with pytest.raises(InvalidArgumentError, match=refused):
+        await tier2.open_store(data).start()
+    assert not (data / "tier1" / f"container-{lost:04d}").exists()  # refusing changed nothing
+
+    async with tier2.open_store(data, rebuild_from_tier2=True) as store:
+        for i, name in enumerate(SEGMENTS):
+            assert await read_all(store, name) == before[name]  # every byte was flushed there
+            attributes = {"owner": i} if i % 2 and route[name] != lost else {}
+            assert await store.get_attributes(name) == attributes  # lost only with its Tier 1
+        again = await store.append(SEGMENTS[0], b"once", writer_id="w", writer_seq=1)
+        assert again.duplicate  # the exactly-once state of a kept container is still there
+    report = json.loads((data / "rebuild-report.json").read_text())
+    assert [c["tier1"] for c in report["containers"]] == [
+        "rebuilt" if c == lost else "kept" for c in range(4)
+    ]
 
 
 async def test_an_interrupted_rebuild_is_run_again_and_keeps_what_it_wrote(
