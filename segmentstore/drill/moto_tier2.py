@@ -18,12 +18,16 @@ class MotoTier2:
         self._server: Any = None
 
     @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
     def options(self) -> dict[str, Any]:
         """The Tier 2 options that reach this server."""
-        endpoint = f"http://127.0.0.1:{self.port}"
-        return {"endpoint_url": endpoint, "create_bucket": True, **_S3_OPTIONS}
+        return {"endpoint_url": self.endpoint, "create_bucket": True, **_S3_OPTIONS}
 
     def start(self) -> None:
+        assert self._server is None
         from moto.server import ThreadedMotoServer  # only the s3 drill needs moto
 
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)

@@ -12,18 +12,17 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from moto.server import ThreadedMotoServer
 from store_checks import flush, read_all, stored_segment
 from tier2_cli import parse_ls, run_tier2_cli, wait_until
 
 from segmentstore import ContainerUnavailableError, SegmentStore, Settings
+from segmentstore.drill.moto_tier2 import MotoTier2
 from segmentstore.tier2 import (
     ChunkStorage,
     SegmentManifest,
@@ -46,31 +45,11 @@ WRITER = {
 }
 
 
-class Moto:
-    """A moto S3 server on a fixed port of 127.0.0.1 that can be stopped and started again."""
-
-    def __init__(self) -> None:
-        with socket.socket() as probe:  # a free port, kept for every restart
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._server: ThreadedMotoServer | None = None
-        self.start()
-
-    def start(self) -> None:
-        assert self._server is None
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self._server.start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-
-
 @pytest.fixture
-def moto() -> Iterator[Moto]:
-    server = Moto()
+def moto() -> Iterator[MotoTier2]:
+    """A moto S3 server on a port of its own that a test can stop and start again."""
+    server = MotoTier2()
+    server.start()
     try:
         yield server
     finally:
@@ -78,7 +57,7 @@ def moto() -> Iterator[Moto]:
 
 
 @pytest.fixture
-def location(moto: Moto) -> str:
+def location(moto: MotoTier2) -> str:
     """A fresh prefix in a bucket that exists (the store's settings cannot create it, see
     test_store_settings_can_create_the_bucket)."""
     uri = f"s3://{BUCKET}/{uuid.uuid4().hex}"
@@ -129,7 +108,7 @@ async def cli(endpoint: str, *args: str) -> tuple[int, bytes, str]:
 
 
 async def test_every_byte_reaches_s3_and_the_cli_reads_it_back(
-    tmp_path: Path, moto: Moto, location: str
+    tmp_path: Path, moto: MotoTier2, location: str
 ) -> None:
     rng = random.Random(99)
     names = [f"s3/stream/{i}" for i in range(6)]
@@ -181,7 +160,7 @@ async def test_every_byte_reaches_s3_and_the_cli_reads_it_back(
 
 
 async def test_truncate_and_delete_remove_their_objects_from_the_bucket(
-    tmp_path: Path, moto: Moto, location: str
+    tmp_path: Path, moto: MotoTier2, location: str
 ) -> None:
     name = "s3/trunc"
     manual = {"flush_threshold_bytes": 64 * MiB, "flush_interval_ms": 600_000}
@@ -217,7 +196,7 @@ async def test_truncate_and_delete_remove_their_objects_from_the_bucket(
 
 
 async def test_appends_go_on_through_an_s3_outage_and_nothing_is_lost(
-    tmp_path: Path, moto: Moto, location: str
+    tmp_path: Path, moto: MotoTier2, location: str
 ) -> None:
     names = [f"outage/{i}" for i in range(4)]
     expected = {name: bytearray() for name in names}
@@ -271,7 +250,7 @@ async def test_appends_go_on_through_an_s3_outage_and_nothing_is_lost(
 
 
 async def test_reads_of_evicted_bytes_during_an_outage_fail_loudly_then_recover(
-    tmp_path: Path, moto: Moto, location: str
+    tmp_path: Path, moto: MotoTier2, location: str
 ) -> None:
     """Bytes only S3 has cannot be served while it is down: the read fails as unavailable
     (503), never comes back empty or wrong, and succeeds once S3 is back. The same holds for
@@ -313,7 +292,7 @@ async def test_reads_of_evicted_bytes_during_an_outage_fail_loudly_then_recover(
     assert tier2_bytes(location, moto.endpoint, "target")[1] == b"T" * 1000 + body
 
 
-async def test_store_settings_can_create_the_bucket(tmp_path: Path, moto: Moto) -> None:
+async def test_store_settings_can_create_the_bucket(tmp_path: Path, moto: MotoTier2) -> None:
     """``tier2.options`` is a map of strings (config file, environment, ``--option``); the S3
     backend's non-string options (``create_bucket``, timeouts, ``max_attempts``) must still be
     usable from there."""
