@@ -75,3 +75,8 @@ class LeaseStore(ABC):
     async def release(self, lease: ContainerLease) -> None:
         """Give ``lease`` up, if it is still this holder's, so the next owner need not wait
         for it to expire."""
+
+    async def consumers(self) -> int | None:
+        """How many consumers the store's backend keeps for the leases (for metrics and
+        drills: it must stay flat); None where there is no such thing."""
+        return None
