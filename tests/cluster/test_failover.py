@@ -116,11 +116,10 @@ async def test_a_paused_owner_is_fenced_when_it_wakes(nodes: StoreCluster) -> No
             # Sent to the paused owner itself (as if forwarded): it waits in its socket. On a
             # connection of its own: the owner closes an idle kept-alive one when it wakes.
             fresh = httpx.AsyncClient(timeout=60)
+            path = f"/v1/segments/{segment}:append"
             stale = asyncio.create_task(
                 fresh.post(
-                    f"{owner.url}/v1/segments/{segment}:append",
-                    content=b"stale|",
-                    headers={"Segment-Forwarded-By": "test"},
+                    f"{owner.url}{path}", content=b"stale|", headers=nodes.as_member("POST", path)
                 )
             )
             new_owner = await _wait_owner_other_than(http, other, container, "n1")
