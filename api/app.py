@@ -27,8 +27,9 @@ from segmentstore.api.append_path import AppendFastPath
 from segmentstore.api.auth import TokenAuthMiddleware
 from segmentstore.api.bodies import BodyLimitMiddleware
 from segmentstore.api.cluster_collector import ClusterCollector
-from segmentstore.api.cluster_routing import ClusterRouting, ForwardingSession
+from segmentstore.api.cluster_routing import ClusterRouting
 from segmentstore.api.errors import install_error_handlers
+from segmentstore.api.forwarding import ForwardingSession
 from segmentstore.api.metrics import Metrics, MetricsMiddleware
 from segmentstore.api.paths import ControlCharacterMiddleware
 from segmentstore.api.routes.cluster import cluster_router
@@ -81,7 +82,7 @@ def create_app(
         (data_router(store, metrics), v1),
         (action_router(store), v1),
         (resource_router(store), v1),
-        (containers_router(store), v1),
+        (containers_router(store, cluster), v1),
         (cluster_router(store, cluster), v1),
         (health_router(store, metrics, cluster), []),
     ]
@@ -95,7 +96,7 @@ def create_app(
 
     # add_middleware wraps what is there: the last added is the outermost.
     app.add_middleware(AppendFastPath, store=store, metrics=metrics)
-    forwarding = ForwardingSession(cluster.node_id if cluster is not None else "")
+    forwarding = forwarding_session(store, cluster)
     app.state.forwarding = forwarding
     if cluster is not None:
         app.add_middleware(ClusterRouting, store=store, membership=cluster, session=forwarding)
@@ -107,3 +108,17 @@ def create_app(
     app.add_middleware(StoppingMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
     return app
+
+
+def forwarding_session(store: SegmentStore, cluster: ClusterMembership | None) -> ForwardingSession:
+    """How this node passes requests on to the other nodes (none outside a cluster)."""
+    if cluster is None:
+        return ForwardingSession("", None)
+    settings = store.settings.cluster
+    return ForwardingSession(
+        cluster.node_id,
+        cluster.secret,
+        connect_timeout_s=settings.forward_connect_timeout_ms / 1000,
+        answer_timeout_s=settings.forward_answer_timeout_ms / 1000,
+        max_per_peer=settings.max_forwards_per_peer,
+    )

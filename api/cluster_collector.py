@@ -1,5 +1,6 @@
-"""A cluster node's figures for ``/metrics``: who it sees, what it holds, what moved, and how
-many requests it passed on to other nodes."""
+"""A cluster node's figures for ``/metrics``: who it sees, what it holds, what moved, how
+many requests it passed on to other nodes (and refused at a peer's cap), and how many
+consumers the lease bucket has (flat in a healthy cluster: one watcher per node)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from prometheus_client.registry import Collector
 from segmentstore.cluster.membership import ClusterMembership
 
 if TYPE_CHECKING:
-    from segmentstore.api.cluster_routing import ForwardingSession
+    from segmentstore.api.forwarding import ForwardingSession
 
 
 class ClusterCollector(Collector):
@@ -44,3 +45,15 @@ class ClusterCollector(Collector):
             "requests passed on to the node that holds their container",
             self.forwarding.forwarded,
         )
+        yield CounterMetricFamily(
+            "segmentstore_cluster_forwards_refused",
+            "requests refused with 503 because as many as allowed were under way to their owner",
+            self.forwarding.refused_busy,
+        )
+        consumers = self.membership.jetstream_consumers
+        if consumers is not None:
+            yield GaugeMetricFamily(
+                "segmentstore_cluster_lease_consumers",
+                "consumers of the cluster's lease bucket in JetStream, as last counted",
+                consumers,
+            )

@@ -7,12 +7,14 @@
     ├── ForbiddenError                     forbidden
     ├── SegmentNotFoundError               segment_not_found
     ├── ContainerNotFoundError             container_not_found
+    ├── RequestTimeoutError                request_timeout        (timeout_ms)
     ├── SegmentExistsError                 segment_exists
     ├── SegmentSealedError                 segment_sealed
     ├── SegmentTruncatedError              segment_truncated      (start_offset)
     ├── BadOffsetError                     bad_offset             (expected_offset, length)
     ├── BadAttributeUpdateError            bad_attribute_update   (key)
     ├── PayloadTooLargeError               payload_too_large      (limit)
+    ├── RequestHeaderTooLargeError         request_header_too_large (limit)
     ├── OffsetBeyondEndError               offset_beyond_end      (offset, length)
     ├── EndOfSegmentError                  end_of_segment         (length)
     ├── InvalidEventsError                 invalid_events
@@ -74,6 +76,20 @@ class ContainerNotFoundError(SegmentStoreError):
         self.container = container
 
 
+class RequestTimeoutError(SegmentStoreError):
+    """A request stopped arriving: nothing of it was applied."""
+
+    code = "request_timeout"
+    _field_names = ("timeout_ms",)
+
+    def __init__(self, timeout_ms: int) -> None:
+        super().__init__(
+            f"the request stopped arriving: nothing came for {timeout_ms} ms, and nothing of"
+            " it was applied"
+        )
+        self.timeout_ms = timeout_ms
+
+
 class SegmentExistsError(SegmentStoreError):
     code = "segment_exists"
 
@@ -128,6 +144,15 @@ class PayloadTooLargeError(SegmentStoreError):
 
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(f"{size} bytes is more than the limit of {limit}")
+        self.limit = limit
+
+
+class RequestHeaderTooLargeError(SegmentStoreError):
+    code = "request_header_too_large"
+    _field_names = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the request line and headers are over the limit of {limit} bytes")
         self.limit = limit
 
 
