@@ -28,6 +28,7 @@ from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.mapping import container_of
 from segmentstore.containers.orphaned_tier2 import adopt_orphaned_tier2
 from segmentstore.containers.recoveries import Recoveries
+from segmentstore.containers.shared_tier2 import claim_shared_tier2
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.containers.supervisor import ContainerSupervisor
 from segmentstore.containers.tier1_logs import claim_shared_tier1, jetstream_options, tier1_log
@@ -148,6 +149,9 @@ class SegmentStore:
                 await asyncio.to_thread(claim_data_dir, data_dir, self._count)
             else:
                 await claim_shared_tier1(self._jetstream, self._count)
+                if self.settings.cluster.enabled:
+                    secret = self.settings.cluster.secret_bytes()
+                    await claim_shared_tier2(self._jetstream, storage, storage.uri, secret)
         except BaseException:
             await asyncio.to_thread(storage.close)
             raise
