@@ -1,18 +1,17 @@
-"""NATS authentication as docs/nats-auth.md sets it up: the configuration file it shows, run as
-three JetStream servers on loopback (ports, paths and certificates put in, nothing else
-changed), TLS for clients and routes, a cluster of segment store nodes as its user.
+"""NATS authentication as docs/nats-auth.md sets it up (:mod:`secured_nats`: its configuration
+file run as three JetStream servers on loopback, TLS for clients and routes), with a cluster of
+segment store nodes as its user.
 
-The nodes work with that user's permissions: none of their requests is refused while they
-join, take containers, write, and read a log of several MiB back after a node dies (which
-needs flow control). A client without credentials cannot connect; a user of another account
-does not even see the cluster's lease bucket; and a user of the segment store's own account
-without those permissions (one this test adds) cannot write to it.
+The nodes work with that user's permissions: the servers refuse them nothing while they join,
+take containers, write, and read a log of several MiB back after a node dies (which needs flow
+control). A client without credentials cannot connect; a user of another account does not even
+see the cluster's lease bucket; and a user of the segment store's own account without those
+permissions (one this test adds) cannot write to it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,26 +19,28 @@ from typing import Any
 
 import nats
 import pytest
-from certificates import certificates
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
+from secured_nats import (
+    PASSWORDS,
+    STORE_PASSWORD,
+    STORE_USER,
+    node_settings,
+    running,
+    tls_context,
+    violations,
+)
 from store_cluster import StoreCluster
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster, JetStreamNode
+from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.client import SegmentStoreClient
 from segmentstore.containers.mapping import container_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "nats-auth.md"
-PASSWORDS = {
-    "NATS_SEGMENTSTORE_PASSWORD": "store-password",
-    "NATS_APP_PASSWORD": "app-password",
-    "NATS_ADMIN_PASSWORD": "admin-password",
-}
 BUCKET = "segmentstore-cluster"  # the lease bucket of the documented stream prefix
-# A user of the segment store's account that someone gave other permissions: added here.
+# A user of the segment store's account that someone gave other permissions.
 INTRUDER = (
     '{ user: intruder, password: intruder-password, permissions: { publish: { allow: ["app.>"] },'
     ' subscribe: { allow: ["_INBOX.>"] } } },'
@@ -48,83 +49,28 @@ CONTAINERS = 4
 BIG_MIB = 8  # a log this long is read back with flow control (from about 2 MiB on)
 
 
-def documented_config() -> str:
-    """The one ``conf`` block of docs/nats-auth.md."""
-    (block,) = re.findall(r"```conf\n(.*?)```", DOC.read_text(), re.DOTALL)
-    return block
-
-
-def _server_config(tls: tuple[Path, Path, Path], node: JetStreamNode, routes: list[int]) -> str:
-    ca_file, cert_file, key_file = tls
-    config = documented_config()
-    loopback_routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in routes)
-    replacements = {
-        "server_name: n1": f"server_name: {node.name}",
-        "listen: 0.0.0.0:4222": f"listen: 127.0.0.1:{node.client_port}",
-        "listen: 0.0.0.0:6222": f"listen: 127.0.0.1:{node.route_port}",
-        "nats-route://n1:6222, nats-route://n2:6222, nats-route://n3:6222": loopback_routes,
-        "/etc/nats/tls/server.crt": f'"{cert_file}"',
-        "/etc/nats/tls/server.key": f'"{key_file}"',
-        "/etc/nats/tls/ca.crt": f'"{ca_file}"',
-        "/var/lib/nats": f'"{node.directory / "store"}"',
-        "users: [\n      {\n        user: segmentstore": (
-            f"users: [\n      {INTRUDER}\n      {{\n        user: segmentstore"
-        ),
-    }
-    for documented, here in replacements.items():
-        assert documented in config, f"{DOC.name} no longer says {documented!r}: update this test"
-        config = config.replace(documented, here)
-    return config
-
-
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    return certificates(tmp_path_factory.mktemp("nats-tls"))
-
-
-def _tls_context(tls: tuple[Path, Path, Path]) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(tls[0]))
-
-
-@pytest.fixture(scope="module")
-def secured_nats(
-    tmp_path_factory: pytest.TempPathFactory, tls: tuple[Path, Path, Path]
-) -> Iterator[JetStreamCluster]:
-    """The documented servers; the passwords in their environment, as the document says."""
-    probe = {"user": "app", "password": PASSWORDS["NATS_APP_PASSWORD"], "tls": _tls_context(tls)}
-    with pytest.MonkeyPatch.context() as environment:
-        for name, value in PASSWORDS.items():
-            environment.setenv(name, value)
-        cluster = JetStreamCluster(
-            tmp_path_factory.mktemp("nats-auth"),
-            server_config=lambda node, routes: _server_config(tls, node, routes),
-            client_options=probe,
-        )
-        try:
-            cluster.start()
-            yield cluster
-        finally:
-            cluster.stop()
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JetStreamCluster, Path]]:
+    """The documented servers, and the CA file that signed their certificate."""
+    with running(tmp_path_factory.mktemp("nats-auth"), extra_users=INTRUDER) as servers:
+        yield servers
 
 
 @pytest.fixture(scope="module")
 def nodes(
-    tmp_path_factory: pytest.TempPathFactory,
-    secured_nats: JetStreamCluster,
-    tls: tuple[Path, Path, Path],
+    tmp_path_factory: pytest.TempPathFactory, secured: tuple[JetStreamCluster, Path]
 ) -> Iterator[StoreCluster]:
     """Two nodes with the documented user, its password and the servers' CA."""
+    servers, ca_file = secured
     root = tmp_path_factory.mktemp("nats-auth-nodes")
     settings = {
-        "SEGMENTSTORE_TIER1__JETSTREAM__USER": "segmentstore",
-        "SEGMENTSTORE_TIER1__JETSTREAM__PASSWORD": PASSWORDS["NATS_SEGMENTSTORE_PASSWORD"],
-        "SEGMENTSTORE_TIER1__JETSTREAM__TLS_CA_FILE": str(tls[0]),
+        **node_settings(ca_file),
         # Everything stays in Tier 1, so that a container's recovery reads it all back.
         "SEGMENTSTORE_STORAGE_WRITER__FLUSH_INTERVAL_MS": "600000",
     }
     cluster = StoreCluster(
         root,
-        secured_nats.servers,
+        servers.servers,
         f"file://{root / 'tier2'}",
         prefix="segmentstore",
         containers=CONTAINERS,
@@ -137,19 +83,8 @@ def nodes(
         cluster.stop()
 
 
-def _violations(cluster: JetStreamCluster, user: str) -> list[str]:
-    """The servers' log lines that refused ``user`` something."""
-    lines: list[str] = []
-    for node in cluster.nodes:
-        log = (node.directory / "nats.log").read_text(errors="replace")
-        lines += [
-            line for line in log.splitlines() if f'/user:{user}"' in line and "Violation" in line
-        ]
-    return lines
-
-
 def test_the_nodes_work_with_the_documented_user_and_permissions(
-    nodes: StoreCluster, secured_nats: JetStreamCluster
+    nodes: StoreCluster, secured: tuple[JetStreamCluster, Path]
 ) -> None:
     small = {f"auth/{i}": f"event {i}|".encode() * 20 for i in range(8)}
     big = "auth/log"
@@ -180,11 +115,11 @@ def test_the_nodes_work_with_the_documented_user_and_permissions(
         assert bytes(read) == b"".join(chunks)
         for segment, payload in small.items():
             assert bytes(client.read(segment, 0).data) == payload
-    assert not _violations(secured_nats, "segmentstore")
+    assert not violations(secured[0], STORE_USER)
 
 
 async def _connect(
-    servers: list[str], tls: tuple[Path, Path, Path], **options: Any
+    secured: tuple[JetStreamCluster, Path], **options: Any
 ) -> tuple[Client, list[Exception]]:
     """A connection over TLS that does not reconnect, and the errors the server reports to it
     (refused permissions among them)."""
@@ -193,9 +128,10 @@ async def _connect(
     async def collect(error: Exception) -> None:
         errors.append(error)
 
+    servers, ca_file = secured
     client = await nats.connect(
-        servers,
-        tls=_tls_context(tls),
+        servers.servers,
+        tls=tls_context(ca_file),
         allow_reconnect=False,
         connect_timeout=5,
         error_cb=collect,
@@ -204,11 +140,9 @@ async def _connect(
     return client, errors
 
 
-async def _bucket_has(servers: list[str], tls: tuple[Path, Path, Path], key: str) -> bool:
+async def _bucket_has(secured: tuple[JetStreamCluster, Path], key: str) -> bool:
     """Whether the lease bucket holds ``key``, read with the segment store's own user."""
-    member, _ = await _connect(
-        servers, tls, user="segmentstore", password=PASSWORDS["NATS_SEGMENTSTORE_PASSWORD"]
-    )
+    member, _ = await _connect(secured, user=STORE_USER, password=STORE_PASSWORD)
     try:
         bucket = await member.jetstream(timeout=5).key_value(BUCKET)
         try:
@@ -222,29 +156,26 @@ async def _bucket_has(servers: list[str], tls: tuple[Path, Path, Path], key: str
 
 @pytest.mark.parametrize(
     "credentials",
-    [{}, {"user": "segmentstore", "password": "guessed"}],
+    [{}, {"user": STORE_USER, "password": "guessed"}],
     ids=["none", "a wrong password"],
 )
 async def test_a_client_without_credentials_cannot_connect(
-    secured_nats: JetStreamCluster,
-    tls: tuple[Path, Path, Path],
-    credentials: dict[str, str],
+    secured: tuple[JetStreamCluster, Path], credentials: dict[str, str]
 ) -> None:
     with pytest.raises(NatsError, match="Authorization Violation"):
-        await _connect(secured_nats.servers, tls, **credentials)
+        await _connect(secured, **credentials)
     # And without the servers' CA, no TLS session even starts.
     with pytest.raises(ssl.SSLCertVerificationError):
         await nats.connect(
-            secured_nats.servers, tls=ssl.create_default_context(), allow_reconnect=False
+            secured[0].servers, tls=ssl.create_default_context(), allow_reconnect=False
         )
 
 
 async def test_a_user_of_another_account_does_not_see_the_bucket(
-    nodes: StoreCluster, secured_nats: JetStreamCluster, tls: tuple[Path, Path, Path]
+    nodes: StoreCluster, secured: tuple[JetStreamCluster, Path]
 ) -> None:
-    servers = secured_nats.servers
-    assert await _bucket_has(servers, tls, "node.n1") or await _bucket_has(servers, tls, "node.n2")
-    app, _ = await _connect(servers, tls, user="app", password=PASSWORDS["NATS_APP_PASSWORD"])
+    assert await _bucket_has(secured, "node.n1") or await _bucket_has(secured, "node.n2")
+    app, _ = await _connect(secured, user="app", password=PASSWORDS["NATS_APP_PASSWORD"])
     try:
         with pytest.raises(BucketNotFoundError):
             await app.jetstream(timeout=5).key_value(BUCKET)
@@ -253,14 +184,13 @@ async def test_a_user_of_another_account_does_not_see_the_bucket(
         await app.flush()
     finally:
         await app.close()
-    assert not await _bucket_has(servers, tls, "node.rogue")
+    assert not await _bucket_has(secured, "node.rogue")
 
 
 async def test_a_user_without_the_permissions_cannot_write_to_the_bucket(
-    nodes: StoreCluster, secured_nats: JetStreamCluster, tls: tuple[Path, Path, Path]
+    nodes: StoreCluster, secured: tuple[JetStreamCluster, Path]
 ) -> None:
-    servers = secured_nats.servers
-    intruder, errors = await _connect(servers, tls, user="intruder", password="intruder-password")
+    intruder, errors = await _connect(secured, user="intruder", password="intruder-password")
     try:
         await intruder.publish(f"$KV.{BUCKET}.node.intruder", b'{"url": "http://127.0.0.1:1"}')
         await intruder.flush()
@@ -271,5 +201,5 @@ async def test_a_user_without_the_permissions_cannot_write_to_the_bucket(
         assert f'permissions violation for publish to "$kv.{BUCKET}.node.intruder"' in refused
     finally:
         await intruder.close()
-    assert not await _bucket_has(servers, tls, "node.intruder")
-    assert _violations(secured_nats, "intruder")
+    assert not await _bucket_has(secured, "node.intruder")
+    assert violations(secured[0], "intruder")

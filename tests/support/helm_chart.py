@@ -174,6 +174,8 @@ def start_pod(
     defined: dict[str, str] = {}  # the container's variables so far, as Kubernetes sees them
     for variable in container.get("env", []):
         value = _env_value(rendered, variable, secrets or {}, downward)
+        if value is None:
+            continue  # an optional key its Secret lacks: Kubernetes leaves the variable out
         defined[variable["name"]] = _expand(value, defined) if "value" in variable else value
         env[variable["name"]] = local(defined[variable["name"]])
     command = [local(part) for part in container["command"] + container.get("args", [])]
@@ -205,7 +207,7 @@ def _env_value(
     variable: dict[str, Any],
     secrets: dict[str, dict[str, str]],
     downward: dict[str, str],
-) -> str:
+) -> str | None:
     if "value" in variable:
         return str(variable["value"])
     source = variable["valueFrom"]
@@ -213,8 +215,12 @@ def _env_value(
         return downward[source["fieldRef"]["fieldPath"]]
     reference = source["secretKeyRef"]
     if reference["name"] in secrets:
-        return secrets[reference["name"]][reference["key"]]
-    return rendered.secret(reference["name"])[reference["key"]]
+        data = secrets[reference["name"]]
+    else:
+        data = rendered.secret(reference["name"])
+    if reference["key"] not in data and reference.get("optional"):
+        return None
+    return data[reference["key"]]
 
 
 # $(NAME) is replaced by an earlier variable's value; $$ is a literal $; anything else stays.
