@@ -12,6 +12,7 @@ permissions (one this test adds) cannot write to it.
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,13 +20,16 @@ from typing import Any
 
 import nats
 import pytest
+import yaml
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from secured_nats import (
+    DOC,
     PASSWORDS,
     STORE_PASSWORD,
     STORE_USER,
+    documented_config,
     node_settings,
     running,
     tls_context,
@@ -203,3 +207,24 @@ async def test_a_user_without_the_permissions_cannot_write_to_the_bucket(
         await intruder.close()
     assert not await _bucket_has(secured, "node.intruder")
     assert violations(secured[0], "intruder")
+
+
+def test_the_chart_s_readme_gives_the_nats_chart_the_same_permissions() -> None:
+    """The NATS chart's values in helm/segmentstore/README.md (which the NATS chart renders
+    into JSON of the same configuration) allow the segment store's user what the servers of
+    docs/nats-auth.md allow it."""
+    allowed: dict[str, list[str]] = {}
+    for kind in ("publish", "subscribe"):
+        found = re.search(kind + r": \{\s*allow: \[(.*?)\]", documented_config(), re.DOTALL)
+        assert found, f"{DOC.name} has no {kind} permissions"
+        allowed[kind] = re.findall(r'"([^"]+)"', found[1])
+    readme = DOC.parents[1] / "helm" / "segmentstore" / "README.md"
+    (values,) = [
+        yaml.safe_load(block)
+        for block in re.findall(r"```yaml\n(.*?)```", readme.read_text(), re.DOTALL)
+        if "accounts:" in block
+    ]
+    (user,) = values["config"]["merge"]["accounts"]["SEGMENTSTORE"]["users"]
+    assert user["user"] == STORE_USER
+    assert {kind: rules["allow"] for kind, rules in user["permissions"].items()} == allowed
+    assert allowed["subscribe"] == ["_INBOX.>"] and "$JS.FC.>" in allowed["publish"]
