@@ -13,6 +13,8 @@ Its faults are each *broken* and, once the survivors have healed, *mended*:
   stopped until its containers have been taken over (its leases expired). Mended by SIGCONT:
   the node wakes up as a stale owner, must be fenced (nothing it accepts then is acknowledged),
   gives its containers up and rejoins.
+- ``node_leave``: a node is stopped gracefully (SIGTERM): it hands its containers over before
+  it exits. Mended by starting it again: it rejoins and takes its share back.
 - ``jetstream_kill``: a JetStream server is SIGKILLed (the streams it led elect new leaders).
   Mended by starting it again on the same ports and store directory.
 
@@ -111,6 +113,9 @@ class SpawnedCluster:
     def live_urls(self) -> list[str]:
         return [] if self.nodes is None else [node.url for node in self.nodes.live]
 
+    def node_urls(self) -> dict[str, str]:
+        return {} if self.nodes is None else {node.node_id: node.url for node in self.nodes.live}
+
     def transport(self, limits: httpx.Limits, seed: int) -> httpx.AsyncBaseTransport:
         return SpreadTransport(self.live_urls, seed, limits=limits)
 
@@ -143,6 +148,8 @@ class SpawnedCluster:
         self._fencing_before = _fencing_lines(victim)
         if kind == "kill":
             await asyncio.to_thread(victim.sigkill)
+        elif kind == "node_leave":
+            await asyncio.to_thread(victim.stop)
         else:
             victim.pause()
         return f"{victim.node_id} (held containers {held})"
@@ -157,7 +164,7 @@ class SpawnedCluster:
             return "restarted"
         victim = self._broken_node
         assert victim is not None
-        if kind == "kill":
+        if kind in ("kill", "node_leave"):
             self.nodes.add(victim.node_id)
             return "restarted"
         victim.resume()

@@ -40,6 +40,7 @@ from segmentstore.tier1.signing import Signer
 log = logging.getLogger(__name__)
 
 _TAKE_BACK_TRIES = 5
+_STREAM_LIST_PAGE = 256  # what JetStream answers a stream listing with, at most
 
 
 class JetStreamLeases(LeaseStore):
@@ -195,7 +196,7 @@ class JetStreamLeases(LeaseStore):
             if not await self._epoch_is(lease.container, epoch):
                 return None
             try:
-                revision = await self._kv().update(key, value, last=last)
+                revision: int = await self._kv().update(key, value, last=last)
             except KeyWrongLastSequenceError:
                 continue  # written again meanwhile: look again
             if fields is None and last == 0:
@@ -236,11 +237,22 @@ class JetStreamLeases(LeaseStore):
             with contextlib.suppress(KeyWrongLastSequenceError):
                 await self._kv().update(key, value, last=lease.revision)
 
-    async def consumers(self) -> int:
-        """How many consumers the bucket's stream has (this node's watcher among them)."""
-        async with self._translated("count the consumers"):
-            info = await self._js.stream_info(self.stream_name)
-        return int(info.state.consumer_count)
+    async def usage(self) -> tuple[int, int]:
+        """(streams, consumers) that this deployment (its stream prefix) has in JetStream:
+        Tier 1's streams and the key-value buckets, and every consumer of theirs."""
+        prefixes = (f"{self._options.stream_prefix}-", f"KV_{self._options.stream_prefix}-")
+        streams = consumers = 0
+        async with self._translated("count the deployment's streams"):
+            offset = 0
+            while True:
+                page = await self._js.streams_info(offset)
+                for info in page:
+                    if info.config.name.startswith(prefixes):
+                        streams += 1
+                        consumers += int(info.state.consumer_count)
+                offset += len(page)
+                if len(page) < _STREAM_LIST_PAGE:
+                    return streams, consumers
 
     @contextlib.asynccontextmanager
     async def _translated(self, what: str) -> Any:

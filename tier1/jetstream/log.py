@@ -63,6 +63,7 @@ from segmentstore.tier1.log import Buffer, DurableDataLog, LogRecord
 log = logging.getLogger(__name__)
 
 _READ_IDLE_S = 10.0  # a read that receives nothing for this long has lost its consumer
+_READER_IDLE_S = 5.0
 _BUCKET_READY_S = 30.0  # how long a new key-value bucket may take to answer its first read
 _BUCKET_PROBE_S = 0.5
 
@@ -296,6 +297,9 @@ class JetStreamDurableDataLog(DurableDataLog):
                 config=ConsumerConfig(
                     deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start
                 ),
+                # Deleted below when the read ends; JetStream deletes it this soon after
+                # nobody listens if this process dies first.
+                inactive_threshold=_READER_IDLE_S,
             )
         except (NatsError, TimeoutError) as error:
             raise DataLogWriteError(f"cannot read data log {self._stream}: {error!r}") from error
@@ -316,8 +320,12 @@ class JetStreamDurableDataLog(DurableDataLog):
                 if whole is not None:
                     yield LogRecord(*whole)
         finally:
+            consumer = getattr(subscription, "_consumer", None)
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
+            if consumer:
+                with contextlib.suppress(Exception):
+                    await js.delete_consumer(self._stream, consumer)
 
     async def truncate(self, below_address: int) -> None:
         js = self._js
