@@ -56,6 +56,7 @@ from segmentstore.tier1.errors import (
     DataLogWriteError,
 )
 from segmentstore.tier1.jetstream import wire
+from segmentstore.tier1.jetstream.nats_errors import describe
 from segmentstore.tier1.jetstream.options import JetStreamOptions
 from segmentstore.tier1.jetstream.publisher import Publisher, copy_error
 from segmentstore.tier1.log import Buffer, DurableDataLog, LogRecord
@@ -136,7 +137,7 @@ class JetStreamDurableDataLog(DurableDataLog):
                 await client.close()
             if isinstance(error, NatsError | TimeoutError):
                 raise DataLogWriteError(
-                    f"cannot open data log {self._stream}: {error!r}"
+                    f"cannot open data log {self._stream}: {describe(error)}"
                 ) from error
             raise
         self._client, self._js, self._publisher = client, js, publisher
@@ -302,7 +303,9 @@ class JetStreamDurableDataLog(DurableDataLog):
                 inactive_threshold=_READER_IDLE_S,
             )
         except (NatsError, TimeoutError) as error:
-            raise DataLogWriteError(f"cannot read data log {self._stream}: {error!r}") from error
+            raise DataLogWriteError(
+                f"cannot read data log {self._stream}: {describe(error)}"
+            ) from error
         assembler = wire.RecordAssembler()
         try:
             sequence = 0
@@ -312,7 +315,7 @@ class JetStreamDurableDataLog(DurableDataLog):
                 except (NatsError, TimeoutError) as error:
                     raise DataLogWriteError(
                         f"reading data log {self._stream} stopped at {sequence} of {last}:"
-                        f" {error!r}"
+                        f" {describe(error)}"
                     ) from error
                 sequence = msg.metadata.sequence.stream
                 stored = wire.StoredMessage(sequence, dict(msg.headers or {}), msg.data)
@@ -342,7 +345,7 @@ class JetStreamDurableDataLog(DurableDataLog):
             info = await js.stream_info(self._stream)
         except (NatsError, TimeoutError) as error:
             raise DataLogWriteError(
-                f"cannot truncate data log {self._stream}: {error!r}"
+                f"cannot truncate data log {self._stream}: {describe(error)}"
             ) from error
         self._size_bytes = info.state.bytes
 
@@ -353,7 +356,9 @@ async def connect_or_raise(options: JetStreamOptions, name: str) -> Client:
         return await connect(options, name)
     except (NatsError, OSError, TimeoutError) as error:
         servers = list(options.servers)
-        raise DataLogWriteError(f"cannot reach JetStream at {servers}: {error!r}") from error
+        raise DataLogWriteError(
+            f"cannot reach JetStream at {servers}: {describe(error)}"
+        ) from error
 
 
 async def connect(options: JetStreamOptions, name: str) -> Client:
