@@ -81,6 +81,7 @@ class SpawnedCluster:
         self._moto: MotoTier2 | None = None
         self.nodes: StoreNodes | None = None
         self._broken_node: StoreNode | None = None
+        self._down: set[str] = set()  # nodes a fault took down on purpose, until mended
         self._broken_jetstream: JetStreamNode | None = None
         self._fencing_before = 0
 
@@ -109,6 +110,8 @@ class SpawnedCluster:
             await asyncio.to_thread(self.nodes.wait_settled, 180)
         except TimeoutError as error:
             raise RuntimeError(str(error)) from error
+        if dead := self._dead():
+            raise RuntimeError(f"nodes {dead} did not start (see their logs in {self.work_dir})")
 
     def live_urls(self) -> list[str]:
         return [] if self.nodes is None else [node.url for node in self.nodes.live]
@@ -120,9 +123,22 @@ class SpawnedCluster:
         return SpreadTransport(self.live_urls, seed, limits=limits)
 
     async def settled(self) -> bool:
-        """Every answering node ready, every container held by one of them, shares even."""
+        """Every node up (but one a fault took down), ready, every container held by one of
+        them, shares even."""
         assert self.nodes is not None
+        if self._dead():
+            return False
         return await asyncio.to_thread(self.nodes.settled)
+
+    def _dead(self) -> list[str]:
+        """Nodes that should answer and cannot: a node that died by itself, or that did not
+        come back from a fault."""
+        assert self.nodes is not None
+        return [
+            node_id
+            for node_id, node in self.nodes.nodes.items()
+            if node_id not in self._down and not node.alive
+        ]
 
     async def close(self) -> None:
         if self.nodes is not None:
@@ -145,6 +161,7 @@ class SpawnedCluster:
         victim = rng.choice(self.nodes.live)
         held = await asyncio.to_thread(self._held_by, victim)
         self._broken_node = victim
+        self._down = {victim.node_id}
         self._fencing_before = _fencing_lines(victim)
         if kind == "kill":
             await asyncio.to_thread(victim.sigkill)
@@ -164,6 +181,7 @@ class SpawnedCluster:
             return "restarted"
         victim = self._broken_node
         assert victim is not None
+        self._down = set()
         if kind in ("kill", "node_leave"):
             self.nodes.add(victim.node_id)
             return "restarted"
