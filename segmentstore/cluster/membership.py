@@ -164,9 +164,6 @@ class ClusterMembership:
         view = await self._leases.read()
         before, self.view = self.view, view
         self.joined = True
-        self._ticks += 1
-        if self._ticks % _USAGE_EVERY_TICKS == 1:
-            self.jetstream_usage = await self._leases.usage()
         held = {c: lease.owner for c, lease in view.leases.items()}
         held.update((c, self.node_id) for c in self._held)
         wanted = assign(self._count, {*view.nodes, self.node_id}, held)
@@ -180,6 +177,17 @@ class ClusterMembership:
                     self._begin(container, self._hand_over(container))
             elif owner == self.node_id:
                 await self._maybe_take(container, view, before, now)
+        self._ticks += 1
+        if self._ticks % _USAGE_EVERY_TICKS == 1:
+            await self._count_usage()
+
+    async def _count_usage(self) -> None:
+        """Count the deployment's JetStream streams and consumers, for /metrics; a failure
+        (JetStream busy, or a user not allowed to list streams) only leaves the figure old."""
+        try:
+            self.jetstream_usage = await self._leases.usage()
+        except DataLogError as error:
+            log.debug("cannot count the deployment's JetStream consumers: %s", error)
 
     async def _renew_held(self) -> None:
         for container, lease in list(self._held.items()):
