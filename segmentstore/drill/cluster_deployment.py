@@ -216,9 +216,11 @@ class SpawnedCluster:
 
 
 def _fencing_lines(node: StoreNode) -> int:
-    """How many times the node's log says it lost a container's lease or was fenced."""
+    """How many times the node's log says it lost a container's lease, gave one up that it
+    could not renew, or was fenced."""
     try:
         log = (node.root / f"{node.node_id}.log").read_text(errors="replace")
     except FileNotFoundError:
         return 0
-    return log.count("lost the lease of container") + log.count("was fenced by a newer owner")
+    said = ("lost the lease of container", "could not renew the lease", "was fenced by a newer")
+    return sum(log.count(words) for words in said)
