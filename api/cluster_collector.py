@@ -1,6 +1,7 @@
 """A cluster node's figures for ``/metrics``: who it sees, what it holds, what moved, how
 many requests it passed on to other nodes (and refused at a peer's cap), and how many
-consumers the lease bucket has (flat in a healthy cluster: one watcher per node)."""
+streams and consumers the deployment has in JetStream (flat in a healthy cluster: one
+lease watcher per node, and a short-lived reader per container recovery)."""
 
 from __future__ import annotations
 
@@ -50,10 +51,16 @@ class ClusterCollector(Collector):
             "requests refused with 503 because as many as allowed were under way to their owner",
             self.forwarding.refused_busy,
         )
-        consumers = self.membership.jetstream_consumers
-        if consumers is not None:
+        usage = self.membership.jetstream_usage
+        if usage is not None:
+            streams, consumers = usage
             yield GaugeMetricFamily(
-                "segmentstore_cluster_lease_consumers",
-                "consumers of the cluster's lease bucket in JetStream, as last counted",
+                "segmentstore_cluster_jetstream_streams",
+                "streams of this deployment in JetStream, as last counted",
+                streams,
+            )
+            yield GaugeMetricFamily(
+                "segmentstore_cluster_jetstream_consumers",
+                "consumers of this deployment's streams in JetStream, as last counted",
                 consumers,
             )

@@ -34,6 +34,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from segmentstore.api.loop_metrics import LoopHistogram, LoopMetricsCollector
+from segmentstore.api.process_collector import ProcessExtrasCollector
 from segmentstore.api.store_collector import StoreCollector
 from segmentstore.observations import StoreObserver
 from segmentstore.store import SegmentStore
@@ -72,6 +73,7 @@ class Metrics(StoreObserver):
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
+        registry.register(ProcessExtrasCollector())
         Info("segmentstore_build", "the running build", registry=registry).info(
             {"version": VERSION, "python": platform.python_version()}
         )

@@ -76,7 +76,7 @@ class LeaseStore(ABC):
         """Give ``lease`` up, if it is still this holder's, so the next owner need not wait
         for it to expire."""
 
-    async def consumers(self) -> int | None:
-        """How many consumers the store's backend keeps for the leases (for metrics and
-        drills: it must stay flat); None where there is no such thing."""
+    async def usage(self) -> tuple[int, int] | None:
+        """(streams, consumers) the deployment has in the backend the leases live in, for
+        metrics and drills (both must stay flat); None where there is no such thing."""
         return None

@@ -48,7 +48,7 @@ _JOIN_PATIENCE_S = 60.0  # how long a starting node waits for JetStream before i
 # A held lease not renewed for this part of a lease is given up (the container stopped) by
 # its holder: the lease expires at the stream's leader a lease after its last renewal.
 _SELF_FENCE_LEASES = 0.75
-_CONSUMERS_EVERY_TICKS = 16  # how often the lease bucket's consumers are counted (metrics)
+_USAGE_EVERY_TICKS = 16  # how often the deployment's JetStream consumers are counted (metrics)
 
 
 def _recent(since: float, tick_s: float) -> bool:
@@ -83,7 +83,8 @@ class ClusterMembership:
         self._unreachable_at = -1e9  # when a tick last failed to reach the leases
         self.view = Membership()  # the last read, with this node's own changes since
         self.moves = {"taken": 0, "handed_over": 0, "lost": 0}  # for /metrics
-        self.jetstream_consumers: int | None = None  # the lease bucket's, for /metrics
+        # (streams, consumers) of the deployment in JetStream, as last counted, for /metrics
+        self.jetstream_usage: tuple[int, int] | None = None
         self.joined = False
 
     @property
@@ -163,9 +164,6 @@ class ClusterMembership:
         view = await self._leases.read()
         before, self.view = self.view, view
         self.joined = True
-        self._ticks += 1
-        if self._ticks % _CONSUMERS_EVERY_TICKS == 1:
-            self.jetstream_consumers = await self._leases.consumers()
         held = {c: lease.owner for c, lease in view.leases.items()}
         held.update((c, self.node_id) for c in self._held)
         wanted = assign(self._count, {*view.nodes, self.node_id}, held)
@@ -179,6 +177,17 @@ class ClusterMembership:
                     self._begin(container, self._hand_over(container))
             elif owner == self.node_id:
                 await self._maybe_take(container, view, before, now)
+        self._ticks += 1
+        if self._ticks % _USAGE_EVERY_TICKS == 1:
+            await self._count_usage()
+
+    async def _count_usage(self) -> None:
+        """Count the deployment's JetStream streams and consumers, for /metrics; a failure
+        (JetStream busy, or a user not allowed to list streams) only leaves the figure old."""
+        try:
+            self.jetstream_usage = await self._leases.usage()
+        except DataLogError as error:
+            log.debug("cannot count the deployment's JetStream consumers: %s", error)
 
     async def _renew_held(self) -> None:
         for container, lease in list(self._held.items()):

@@ -4,12 +4,13 @@ Tier 2, :func:`read_record` and :func:`claim_record`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 from nats.errors import Error as NatsError
-from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
 from segmentstore.tier1.errors import DataLogError, DataLogWriteError
 from segmentstore.tier1.jetstream.log import connect_or_raise, epoch_bucket
@@ -17,6 +18,8 @@ from segmentstore.tier1.jetstream.nats_errors import describe
 from segmentstore.tier1.jetstream.options import JetStreamOptions
 
 _CONTAINERS = "containers"
+_CLAIM_TRIES = 50
+_CLAIM_PAUSE_S = 0.1
 
 
 async def claim_container_count(options: JetStreamOptions, containers: int) -> None:
@@ -45,15 +48,22 @@ async def read_record(options: JetStreamOptions, key: str) -> bytes | None:
 
 async def claim_record(options: JetStreamOptions, key: str, value: bytes) -> bytes:
     """Record ``value`` under ``key`` unless something is recorded there already; what is
-    recorded there now (``value``, or what another node recorded first)."""
+    recorded there now (``value``, or what another node recorded first).
+
+    Nodes starting together race for it: the compare-and-set decides, and a loser reads the
+    winner's record (which a read may not show for a moment yet, so it looks again)."""
     async with _epochs(options) as bucket:
-        try:
-            return bytes((await bucket.get(key)).value or b"")
-        except KeyNotFoundError:
-            with contextlib.suppress(KeyWrongLastSequenceError, BadRequestError):
-                await bucket.create(key, value)
+        for _ in range(_CLAIM_TRIES):
+            try:
+                return bytes((await bucket.get(key)).value or b"")
+            except KeyNotFoundError:
+                pass
+            try:
+                await bucket.update(key, value, last=0)  # only if the key has no entry
                 return value
-            return bytes((await bucket.get(key)).value or b"")
+            except KeyWrongLastSequenceError:
+                await asyncio.sleep(_CLAIM_PAUSE_S)
+        raise DataLogWriteError(f"cannot read the deployment's record {key!r} from JetStream")
 
 
 @contextlib.asynccontextmanager

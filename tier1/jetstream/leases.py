@@ -39,6 +39,9 @@ from segmentstore.tier1.signing import Signer
 
 log = logging.getLogger(__name__)
 
+_TAKE_BACK_TRIES = 5
+_STREAM_LIST_PAGE = 256  # what JetStream answers a stream listing with, at most
+
 
 class JetStreamLeases(LeaseStore):
     """The leases of the deployment ``options`` names, signed with ``signer``."""
@@ -173,21 +176,36 @@ class JetStreamLeases(LeaseStore):
             try:
                 revision = await self._kv().update(key, value, last=lease.revision)
             except KeyWrongLastSequenceError:
-                # Expired (JetStream was unreachable for longer than a lease, say), taken, or
-                # written over by a non-member. Taking it back is safe only if no member holds
-                # it and nobody opened the container meanwhile: its Tier 1 epoch is still the
-                # one this holder opened it at.
-                fields, last = await self._latest(key)
-                if fields is not None and fields.get("owner") != lease.owner:
+                revision = await self._take_back(lease, epoch, value)
+                if revision is None:
                     return None
-                if not await self._epoch_is(lease.container, epoch):
-                    return None
-                try:
-                    revision = await self._kv().update(key, value, last=last)
-                except KeyWrongLastSequenceError:
-                    return None
-                log.info("took the lease of container %d back", lease.container)
         return ContainerLease(lease.container, lease.owner, epoch, revision)
+
+    async def _take_back(self, lease: ContainerLease, epoch: int, value: bytes) -> int | None:
+        """After a renewal found another revision than its holder's: the lease expired
+        (JetStream was out of reach for longer than a lease, say), a member took it, or a
+        non-member wrote over it. Taken back, with its new revision, only if no member holds
+        it and nobody opened the container meanwhile (its Tier 1 epoch is still the one this
+        holder opened it at); None if it is lost. A non-member that keeps writing over it is
+        an outage (``DataLogWriteError``), not a loss: its holder keeps it while it can."""
+        key = _key(lease.container)
+        for _ in range(_TAKE_BACK_TRIES):
+            fields, last = await self._latest(key)
+            if fields is not None and fields.get("owner") != lease.owner:
+                return None
+            if not await self._epoch_is(lease.container, epoch):
+                return None
+            try:
+                revision: int = await self._kv().update(key, value, last=last)
+            except KeyWrongLastSequenceError:
+                continue  # written again meanwhile: look again
+            if fields is None and last == 0:
+                log.info("took the expired lease of container %d back", lease.container)
+            return revision
+        raise DataLogWriteError(
+            f"the lease of container {lease.container} is being written over by a process"
+            f" that is not a member of the cluster ({self.bucket_name})"
+        )
 
     async def _latest(self, key: str) -> tuple[dict[str, Any] | None, int]:
         """The key's last entry at the stream's leader, if a member wrote it (None for none,
@@ -219,11 +237,22 @@ class JetStreamLeases(LeaseStore):
             with contextlib.suppress(KeyWrongLastSequenceError):
                 await self._kv().update(key, value, last=lease.revision)
 
-    async def consumers(self) -> int:
-        """How many consumers the bucket's stream has (this node's watcher among them)."""
-        async with self._translated("count the consumers"):
-            info = await self._js.stream_info(self.stream_name)
-        return int(info.state.consumer_count)
+    async def usage(self) -> tuple[int, int]:
+        """(streams, consumers) that this deployment (its stream prefix) has in JetStream:
+        Tier 1's streams and the key-value buckets, and every consumer of theirs."""
+        prefixes = (f"{self._options.stream_prefix}-", f"KV_{self._options.stream_prefix}-")
+        streams = consumers = 0
+        async with self._translated("count the deployment's streams"):
+            offset = 0
+            while True:
+                page = await self._js.streams_info(offset)
+                for info in page:
+                    if info.config.name.startswith(prefixes):
+                        streams += 1
+                        consumers += int(info.state.consumer_count)
+                offset += len(page)
+                if len(page) < _STREAM_LIST_PAGE:
+                    return streams, consumers
 
     @contextlib.asynccontextmanager
     async def _translated(self, what: str) -> Any:

@@ -13,12 +13,15 @@ def describe(error: BaseException) -> str:
     """``error`` in one line: for a JetStream API error, the server's description, status
     and error code; otherwise the exception's class and text."""
     if isinstance(error, APIError):
+        # Some leaves (KeyNotFoundError, ...) never set the fields they declare.
+        status = getattr(error, "code", None)
+        code = getattr(error, "err_code", None)
         codes = []
-        if error.code:
-            codes.append(f"status {error.code}")
-        if error.err_code:
-            codes.append(f"code {error.err_code}")
-        description = error.description or type(error).__name__
+        if status:
+            codes.append(f"status {status}")
+        if code:
+            codes.append(f"code {code}")
+        description = getattr(error, "description", None) or type(error).__name__
         return f"{description} ({', '.join(codes)})" if codes else description
     text = str(error)
     name = type(error).__name__
