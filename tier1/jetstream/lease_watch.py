@@ -47,6 +47,10 @@ _RETRY_MAX_S = 5.0
 _IGNORED_LOG_EVERY_S = 60.0
 
 
+class _ShortDelivery(Exception):
+    """A new watcher delivered fewer keys than the bucket held when it started."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
     fields: dict[str, Any]
@@ -136,6 +140,10 @@ class LeaseWatch:
                 self.failure = None
                 delay = 0.2
                 await self._follow(watcher, time.monotonic() + RESYNC_S)
+            except _ShortDelivery as error:
+                # An entry expired or came between the count and the watcher's start (or
+                # nats-py's start-up race): read the bucket again at once.
+                log.debug("%s: reading it again", error)
             except (NatsError, TimeoutError, DataLogWriteError) as error:
                 reason = describe(error)
                 if self.failure != reason:
@@ -163,9 +171,7 @@ class LeaseWatch:
             if not self._take(fresh, entry):
                 unsigned.add(entry.key)
         if seen < expected:
-            raise DataLogWriteError(
-                f"a watcher of {self._bucket} delivered {seen} of {expected} keys"
-            )
+            raise _ShortDelivery(f"a watcher of {self._bucket} delivered {seen} of {expected} keys")
         # A key whose last entry nobody signed keeps the member's entry it replaced.
         for key in unsigned - fresh.keys():
             if (kept := self._entries.get(key)) is not None:
