@@ -2,8 +2,8 @@
 map, the containers, the segments with a live tail, and the node's rates, for a person with a
 browser.
 
-It is three static files (``static/``: HTML, one script, one style sheet), installed with the
-package and read once. The page holds no data of its own: its script reads the same public API
+It is a few static files (``static/``: the HTML, one script, one style sheet, an icon),
+installed with the package and read once. The page holds no data of its own: its script reads the same public API
 a client does (``GET /v1/cluster``, ``/v1/containers``, ``/v1/segments``, a segment's info and
 ``:read``) and ``/metrics``, with the token the person gives, so it follows the API's auth
 rules exactly and keeps working whatever the node does inside. The files themselves are not
@@ -23,6 +23,7 @@ _FILES = {
     "index.html": "text/html; charset=utf-8",
     "status.js": "text/javascript; charset=utf-8",
     "status.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 _HEADERS = {
     "Content-Security-Policy": (
@@ -66,5 +67,9 @@ def status_page_router() -> APIRouter:
     @router.get(PAGE_PATH + "status.css")
     async def style() -> Response:
         return serve("status.css")
+
+    @router.get(PAGE_PATH + "favicon.svg")
+    async def icon() -> Response:
+        return serve("favicon.svg")
 
     return router

@@ -69,9 +69,19 @@ return {
     segments: rows('segments'),
     loginShown: !document.getElementById('login').hidden,
     statusShown: !document.getElementById('status').hidden,
+    rates: Object.fromEntries([...document.querySelectorAll('#rates dd')]
+        .map((dd) => [dd.dataset.rate, dd.textContent])),
     tail: document.getElementById('tail').textContent,
     text: document.body.innerText,
 };
+"""
+# The page redraws its tables every few seconds: a row found in one round trip may be gone by
+# the next, so a segment is found and clicked in one.
+CLICK_SEGMENT = """
+const link = [...document.querySelectorAll('#segments button.link')]
+    .find((button) => button.textContent === arguments[0]);
+if (link) { link.click(); }
+return Boolean(link);
 """
 
 
@@ -79,3 +89,8 @@ def read_page(driver: webdriver.Chrome) -> dict[str, Any]:
     page = driver.execute_script(READ_PAGE)
     assert isinstance(page, dict)
     return page
+
+
+def click_segment(driver: webdriver.Chrome, name: str) -> bool:
+    """Clicks the segment ``name`` in the page's list, if it is listed now."""
+    return bool(driver.execute_script(CLICK_SEGMENT, name))
