@@ -3,12 +3,12 @@ map, the containers, the segments with a live tail, and the node's rates, for a 
 browser.
 
 It is a few static files (``static/``: the HTML, one script, one style sheet, an icon),
-installed with the package and read once. The page holds no data of its own: its script reads the same public API
-a client does (``GET /v1/cluster``, ``/v1/containers``, ``/v1/segments``, a segment's info and
-``:read``) and ``/metrics``, with the token the person gives, so it follows the API's auth
-rules exactly and keeps working whatever the node does inside. The files themselves are not
-behind auth (they say nothing about the store). A Content-Security-Policy lets the page load
-and fetch from its own node only.
+installed with the package and read once. The page holds no data of its own: its script reads
+the same public API a client does (``GET /v1/cluster``, ``/v1/containers``, ``/v1/segments``, a
+segment's info and ``:read``) and ``/metrics``, with the token the person gives, so it follows
+the API's auth rules exactly and keeps working whatever the node does inside. The files
+themselves are not behind auth (they say nothing about the store). A Content-Security-Policy
+lets the page load and fetch from its own node only.
 """
 
 from __future__ import annotations
