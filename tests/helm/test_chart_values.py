@@ -139,6 +139,7 @@ def test_notes_tell_how_to_reach_the_service(tmp_path: Path) -> None:
     assert "http://prod-segmentstore.streams.svc:9090" in notes
     assert "prod-segmentstore-0.prod-segmentstore-headless.streams.svc:9090" in notes
     assert "kubectl --namespace streams port-forward svc/prod-segmentstore 9090:9090" in notes
+    assert "http://127.0.0.1:9090/ui/" in notes
 
 
 def _kinds(rendered: Rendered) -> set[str]:
