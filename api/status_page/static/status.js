@@ -309,6 +309,10 @@ async function followTail(name) {
       } else if (response.status === 410) {
         const body = await response.json();
         offset = body.error.start_offset; // truncated below us: go on from the new start
+      } else if (response.status === 503 || response.status === 429) {
+        // The container is recovering or moving, or the node pushes back: not for long.
+        says(`${response.status} ${await errorText(response)}; trying again`);
+        await new Promise((resolve) => setTimeout(resolve, 1000));
       } else if (response.status === 416) {
         says(`sealed at offset ${offset}: nothing more will come`);
         return;
