@@ -1,7 +1,7 @@
-"""A cluster node's figures for ``/metrics``: who it sees, what it holds, what moved, how
-many requests it passed on to other nodes (and refused at a peer's cap), and how many
-streams and consumers the deployment has in JetStream (flat in a healthy cluster: one
-lease watcher per node, and a short-lived reader per container recovery)."""
+"""A cluster node's figures for ``/metrics``: who it sees, what it holds, what nobody holds,
+what moved, how many requests it passed on to other nodes (and refused at a peer's cap), and
+how many streams and consumers the deployment has in JetStream (flat in a healthy cluster:
+one lease watcher per node, and a short-lived reader per container recovery)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,11 @@ class ClusterCollector(Collector):
             "segmentstore_cluster_containers_held",
             "containers this node holds",
             sum(1 for c in described["containers"] if c["owner"] == self.membership.node_id),
+        )
+        yield GaugeMetricFamily(
+            "segmentstore_cluster_containers_unowned",
+            "containers no live node holds, as this node sees it (moving, or nobody takes them)",
+            sum(1 for c in described["containers"] if c["owner"] is None),
         )
         counter = CounterMetricFamily(
             "segmentstore_cluster_container_moves",

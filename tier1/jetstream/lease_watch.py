@@ -44,7 +44,12 @@ CONSUMER_IDLE_S = 5.0
 RESYNC_S = 60.0
 _FIRST_DELIVERY_S = 10.0  # how long a new watcher may take to deliver the bucket
 _RETRY_MAX_S = 5.0
+_SHORT_DELIVERIES_TOLERATED = 5
 _IGNORED_LOG_EVERY_S = 60.0
+
+
+class _ShortDelivery(Exception):
+    """A new watcher delivered fewer keys than the bucket held when it started."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +132,7 @@ class LeaseWatch:
 
     async def _run(self) -> None:
         delay = 0.2
+        short = 0  # first deliveries in a row that missed keys
         while True:
             watcher = None
             try:
@@ -135,17 +141,30 @@ class LeaseWatch:
                 await self._first_delivery(watcher)
                 self.failure = None
                 delay = 0.2
+                short = 0
                 await self._follow(watcher, time.monotonic() + RESYNC_S)
+            except _ShortDelivery as error:
+                # An entry expired or came between the count and the watcher's start (or
+                # nats-py's start-up race): read the bucket again, soon.
+                short += 1
+                if short < _SHORT_DELIVERIES_TOLERATED:
+                    log.debug("%s: reading it again", error)
+                    await asyncio.sleep(0.1)
+                    continue
+                await self._failed(str(error), delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
             except (NatsError, TimeoutError, DataLogWriteError) as error:
-                reason = describe(error)
-                if self.failure != reason:
-                    log.warning("watching %s failed (trying again): %s", self._bucket, reason)
-                self.failure = reason
-                await asyncio.sleep(delay)
+                await self._failed(describe(error), delay)
                 delay = min(delay * 2, _RETRY_MAX_S)
             finally:
                 if watcher is not None:
                     await self._delete(watcher)
+
+    async def _failed(self, reason: str, delay: float) -> None:
+        if self.failure != reason:
+            log.warning("watching %s failed (trying again): %s", self._bucket, reason)
+        self.failure = reason
+        await asyncio.sleep(delay)
 
     async def _first_delivery(self, watcher: Any) -> None:
         """Take the bucket as the new watcher delivers it, once it delivered every key (a
@@ -163,9 +182,7 @@ class LeaseWatch:
             if not self._take(fresh, entry):
                 unsigned.add(entry.key)
         if seen < expected:
-            raise DataLogWriteError(
-                f"a watcher of {self._bucket} delivered {seen} of {expected} keys"
-            )
+            raise _ShortDelivery(f"a watcher of {self._bucket} delivered {seen} of {expected} keys")
         # A key whose last entry nobody signed keeps the member's entry it replaced.
         for key in unsigned - fresh.keys():
             if (kept := self._entries.get(key)) is not None:
