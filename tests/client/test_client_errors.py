@@ -31,6 +31,8 @@ SAMPLES: list[SegmentStoreError] = [
     e.BadOffsetError("s", 3, 5),
     e.BadAttributeUpdateError("k", "no"),
     e.PayloadTooLargeError(10, 5),
+    e.RequestTimeoutError(30_000),
+    e.RequestHeaderTooLargeError(65_536),
     e.OffsetBeyondEndError("s", 7, 5),
     e.EndOfSegmentError("s", 5),
     e.InvalidEventsError("bad"),

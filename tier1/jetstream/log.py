@@ -370,7 +370,14 @@ async def connect(options: JetStreamOptions, name: str) -> Client:
             tls.load_cert_chain(options.tls_cert_file, options.tls_key_file)
 
     async def quiet(error: Exception) -> None:
-        log.debug("JetStream connection %s: %r", name, error)
+        # Disconnections come and go and are retried; a server that refuses what this node
+        # does (a permission it was not given, credentials it does not take) must be seen,
+        # or it shows only as timeouts.
+        text = describe(error)
+        if "violation" in text.lower() and _worth_logging(name, text):
+            log.warning("JetStream refused %s: %s", name, text)
+        else:
+            log.debug("JetStream connection %s: %s", name, text)
 
     return await nats.connect(
         list(options.servers),
@@ -385,6 +392,18 @@ async def connect(options: JetStreamOptions, name: str) -> Client:
         tls=tls,
         name=name,
     )
+
+
+_violations_logged: dict[tuple[str, str], float] = {}
+
+
+def _worth_logging(name: str, text: str, every_s: float = 60.0) -> bool:
+    """Once a minute per connection and message: a violation repeats on every retry."""
+    now = time.monotonic()
+    if now - _violations_logged.get((name, text), -every_s) < every_s:
+        return False
+    _violations_logged[(name, text)] = now
+    return True
 
 
 async def epoch_bucket(js: JetStreamContext, options: JetStreamOptions) -> Any:
