@@ -39,6 +39,7 @@ from segmentstore.errors import (
     SegmentTruncatedError,
     ThrottledError,
     UnauthorizedError,
+    WriterSeqMismatchError,
 )
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ STATUS: Mapping[type[SegmentStoreError], int] = {
     SegmentTruncatedError: 410,
     BadOffsetError: 412,
     BadAttributeUpdateError: 412,
+    WriterSeqMismatchError: 412,
     PayloadTooLargeError: 413,
     OffsetBeyondEndError: 416,
     EndOfSegmentError: 416,

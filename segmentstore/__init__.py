@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         SegmentTruncatedError,
         ThrottledError,
         UnauthorizedError,
+        WriterSeqMismatchError,
     )
     from segmentstore.metadata.attributes import AttributeUpdate, UpdateType
     from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
@@ -74,6 +75,7 @@ _ERRORS = (
     "SegmentTruncatedError",
     "ThrottledError",
     "UnauthorizedError",
+    "WriterSeqMismatchError",
 )
 # public name -> the module that defines it
 _HOMES = {
@@ -114,6 +116,7 @@ __all__ = [
     "ThrottledError",
     "UnauthorizedError",
     "UpdateType",
+    "WriterSeqMismatchError",
 ]
 
 

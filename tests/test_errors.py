@@ -10,6 +10,7 @@ API_CODES = {
     "container_not_found", "segment_exists", "segment_sealed", "segment_truncated", "bad_offset",
     "bad_attribute_update", "payload_too_large", "offset_beyond_end", "end_of_segment",
     "invalid_events", "throttled", "container_unavailable", "insufficient_storage",
+    "writer_seq_mismatch",
 }  # fmt: skip
 
 
