@@ -11,7 +11,10 @@ One ``segmentstore serve`` child process on loopback, loaded in turn by:
 3. :class:`~segmentstore.client.EventWriter`: 256 producer tasks over 16 segments (16 per
    segment), each sending without waiting (up to ``WINDOW`` unanswered); acknowledged records/s
    and MB/s for 1 KiB and 100 B records. The CPU this process spent per record is measured,
-   and how much of it is the writer's buffering alone (``send`` with nothing sent).
+   and how much of it is the writer's buffering alone (``send`` with nothing sent). Then the
+   same 256 tasks each awaiting ``write`` (one record at a time per task, as code that needs
+   each offset before going on writes), with up to ``max_in_flight`` batches per segment
+   (the default) and with one (``max_in_flight=1``, as before batches were chained).
 4. The append-to-read latency: one producer writes a record every 2 ms through an
    ``EventWriter`` while an ``EventReader`` follows the tail.
 
@@ -52,8 +55,9 @@ LATENCY_INTERVAL_S = 0.002
 # the baseline for one-record requests, records/s for the EventWriter.
 TARGETS: dict[str, tuple[str, float]] = {
     f"client append 1 KiB x{APPEND_TASKS}": ("vs_baseline", 0.8),
-    f"EventWriter 1024 B x{PRODUCERS}": ("per_s", 150_000),
-    f"EventWriter 100 B x{PRODUCERS}": ("per_s", 200_000),
+    f"EventWriter send() 1024 B x{PRODUCERS}": ("per_s", 150_000),
+    f"EventWriter send() 100 B x{PRODUCERS}": ("per_s", 200_000),
+    f"EventWriter write() 1024 B x{PRODUCERS}": ("per_s", 150_000),
 }
 
 
@@ -167,6 +171,41 @@ async def _writer_records(url: str, payload_bytes: int, seconds: float) -> dict[
     }
 
 
+async def _awaited_writes(
+    url: str, payload_bytes: int, seconds: float, max_in_flight: int
+) -> dict[str, float]:
+    """Records/s when each of the producer tasks awaits every ``write`` before the next, and
+    this process's CPU per record. Each counted record was acknowledged in the measured time."""
+    segments = [f"bench/awaited-{max_in_flight}-{i:02d}" for i in range(SEGMENTS)]
+    await _create(url, segments)
+    payload = os.urandom(payload_bytes)
+    async with (
+        AsyncSegmentStoreClient(url) as client,
+        EventWriter(client, linger_ms=2, max_in_flight=max_in_flight) as writer,
+    ):
+
+        async def producer(index: int, until: float) -> int:
+            segment = segments[index % len(segments)]
+            written = 0
+            while time.perf_counter() < until:
+                await writer.write(segment, payload)
+                written += 1
+            return written
+
+        warm = time.perf_counter() + min(1.0, seconds / 4)
+        await asyncio.gather(*(producer(i, warm) for i in range(PRODUCERS)))
+        cpu, begun = time.process_time(), time.perf_counter()
+        counts = await asyncio.gather(*(producer(i, begun + seconds) for i in range(PRODUCERS)))
+        elapsed, cpu = time.perf_counter() - begun, time.process_time() - cpu
+    written = sum(counts)
+    per_s = written / elapsed
+    return {
+        "records_per_s": per_s,
+        "mb_per_s": per_s * payload_bytes / 1e6,
+        "client_cpu_us_per_record": cpu / max(1, written) * 1e6,
+    }
+
+
 async def _enqueue_cost_us(writer: EventWriter, segment: str, payload: bytes) -> float:
     """The writer's own work per record (``send``: framing, batching, the ack) in µs: timed
     in one stretch that never yields to the loop, so nothing is sent meanwhile."""
@@ -268,11 +307,21 @@ def run(
             figures = run_loop(_writer_records(url, size, seconds), loop)
             rows.append(
                 row(
-                    f"EventWriter {size} B x{PRODUCERS}",
+                    f"EventWriter send() {size} B x{PRODUCERS}",
                     figures.pop("records_per_s"),
                     figures.pop("mb_per_s"),
                     **figures,
                 )
+            )
+            wait_quiet(url)
+        for in_flight in (4, 1):
+            label = f"EventWriter write() {KiB} B x{PRODUCERS}"
+            if in_flight == 1:
+                label += ", max_in_flight=1"
+            step(label)
+            figures = run_loop(_awaited_writes(url, KiB, seconds, in_flight), loop)
+            rows.append(
+                row(label, figures.pop("records_per_s"), figures.pop("mb_per_s"), **figures)
             )
             wait_quiet(url)
         step("append-to-read latency")
