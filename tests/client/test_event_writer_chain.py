@@ -1,6 +1,7 @@
 """Chained batches (``Writer-Prev-Seq``) under an EventWriter with several batches of a segment
 on the wire: a ``503`` for one batch while the next one is already in flight loses, doubles
-and reorders nothing, whether the store had applied the refused batch or not.
+and reorders nothing, whether the store had applied the refused batch or not; nor do container
+restarts in the middle of the writes.
 
 The server is the real one, wrapped in an ASGI layer that picks one chained batch, holds it
 until the batch chained on it has arrived (so that one is provably in flight), then answers
@@ -32,6 +33,8 @@ from segmentstore.client import (
     EventWriter,
     RetryPolicy,
 )
+
+from .conftest import LiveServer
 
 RECORDS = 3000
 
@@ -139,3 +142,57 @@ async def test_a_503_while_the_next_batch_is_in_flight_loses_and_doubles_nothing
     assert wrapper.overlapped, "the refused batch never had the next one in flight"
     assert [payload for _, payload in stored] == [b"record-%05d" % n for n in range(RECORDS)]
     assert [offset for offset, _ in stored] == offsets
+
+
+async def test_container_restarts_during_pipelined_writes_lose_and_double_nothing(
+    live: LiveServer,
+) -> None:
+    """Each segment's container is restarted twice while an EventWriter keeps four batches
+    of it on the wire: the batches caught by a restart are answered 503 (or lose their
+    answer), and the writer sends again from the first unacknowledged one."""
+    run = uuid.uuid4().hex[:8]
+    segments = [f"chain-restart-{run}/{n}" for n in range(4)]
+    async with AsyncSegmentStoreClient(live.url) as client:
+        for segment in segments:
+            await client.create_segment(segment)
+        containers = sorted({(await client.get_info(s)).container for s in segments})
+        written: dict[str, list[bytes]] = {s: [] for s in segments}
+        acks: dict[str, list[EventAck]] = {s: [] for s in segments}
+        stop = asyncio.Event()
+        async with EventWriter(client, linger_ms=1, batch_bytes=2048, max_in_flight=4) as writer:
+
+            async def produce() -> None:
+                number = 0
+                while not stop.is_set():
+                    for segment in segments:
+                        record = b"%s-%06d" % (segment.encode(), number)
+                        acks[segment].append(await writer.send(segment, record))
+                        written[segment].append(record)
+                    number += 1
+                    if number % 20 == 0:
+                        await asyncio.sleep(0.001)
+
+            producer = asyncio.create_task(produce())
+            for _ in range(2):
+                for container in containers:
+                    await asyncio.sleep(0.3)
+                    await client.restart_container(container)
+            await asyncio.sleep(0.3)
+            stop.set()
+            await producer
+        metrics = await client.metrics()
+        for segment in segments:
+            offsets = [await ack for ack in acks[segment]]
+            stored = [i async for i in EventReader(client, segment, wait_ms=0, follow=False)]
+            assert [payload for _, payload in stored] == written[segment]
+            assert [offset for offset, _ in stored] == offsets
+    assert sum(len(w) for w in written.values()) > 1000
+    refused = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("segmentstore_http_requests_total")
+        and ":appendEvents" in line
+        and 'status="503"' in line
+    ]
+    print("appendEvents answered 503 during the restarts:", refused)
+    assert refused, "no batch was caught by a restart"
