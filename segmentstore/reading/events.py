@@ -64,7 +64,7 @@ def _uniform_count(body: bytes, max_payload: int) -> int:
     kind, length = HEADER.unpack_from(body, 0)
     if kind or not 0 <= length <= max_payload:
         return 0
-    stride = HEADER.size + length
+    stride: int = HEADER.size + length
     events, rest = divmod(len(body), stride)
     if rest:
         return 0
