@@ -29,6 +29,7 @@ from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from segmentstore.api.app import create_app
 from segmentstore.cluster.membership import ClusterMembership
@@ -106,7 +107,7 @@ class _HandOverFirst(uvicorn.Server):
 
 
 def server_config(
-    app: FastAPI,
+    app: ASGIApp,
     host: str = "127.0.0.1",
     port: int = 9090,
     *,

@@ -11,21 +11,15 @@ it ``503``, after letting the store apply it (the answer is lost) or without.
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
-from readiness import wait_ready
+from recorded_writes import RecordedWrites
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from segmentstore import SegmentStore
 from segmentstore.api.errors import error_json
-from segmentstore.api.server import serving_app
 from segmentstore.client import (
     AsyncSegmentStoreClient,
     EventAck,
@@ -34,7 +28,7 @@ from segmentstore.client import (
     RetryPolicy,
 )
 
-from .conftest import LiveServer
+from .conftest import LiveServer, start_server
 
 RECORDS = 3000
 
@@ -88,39 +82,23 @@ class OneBatchRefused:
         self._answered.set()
 
 
-def _serve(app: ASGIApp) -> tuple[str, uvicorn.Server, threading.Thread]:
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [listener]}, name="uvicorn", daemon=True
-    )
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    wait_ready(f"http://127.0.0.1:{port}")
-    return f"http://127.0.0.1:{port}", server, thread
-
-
 @pytest.fixture(params=[False, True], ids=["not-applied", "applied-answer-lost"])
 def refusing(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[tuple[str, str, OneBatchRefused]]:
     """(server URL, segment prefix, the refusing layer)"""
-    store = SegmentStore.open(tmp_path / "data", containers=4, cache={"max_bytes": 64 << 20})
     prefix = f"chain-{uuid.uuid4().hex[:8]}/"
-    wrapper = OneBatchRefused(serving_app(store), prefix, victim=3, applied=request.param)
-    url, server, thread = _serve(wrapper)
+    layers: list[OneBatchRefused] = []
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        layers.append(OneBatchRefused(app, prefix, victim=3, applied=request.param))
+        return layers[0]
+
+    server = start_server(tmp_path / "data", wrap=wrap)
     try:
-        yield url, prefix, wrapper
+        yield server.url, prefix, layers[0]
     finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        assert not thread.is_alive(), "the server did not stop"
+        server.stop()
 
 
 async def test_a_503_while_the_next_batch_is_in_flight_loses_and_doubles_nothing(
@@ -156,37 +134,18 @@ async def test_container_restarts_during_pipelined_writes_lose_and_double_nothin
         for segment in segments:
             await client.create_segment(segment)
         containers = sorted({(await client.get_info(s)).container for s in segments})
-        written: dict[str, list[bytes]] = {s: [] for s in segments}
-        acks: dict[str, list[EventAck]] = {s: [] for s in segments}
-        stop = asyncio.Event()
         async with EventWriter(client, linger_ms=1, batch_bytes=2048, max_in_flight=4) as writer:
-
-            async def produce() -> None:
-                number = 0
-                while not stop.is_set():
-                    for segment in segments:
-                        record = b"%s-%06d" % (segment.encode(), number)
-                        acks[segment].append(await writer.send(segment, record))
-                        written[segment].append(record)
-                    number += 1
-                    if number % 20 == 0:
-                        await asyncio.sleep(0.001)
-
-            producer = asyncio.create_task(produce())
+            records = RecordedWrites(writer, segments, pause_every=20)
+            records.start()
             for _ in range(2):
                 for container in containers:
                     await asyncio.sleep(0.3)
                     await client.restart_container(container)
             await asyncio.sleep(0.3)
-            stop.set()
-            await producer
+            await records.stop()
         metrics = await client.metrics()
-        for segment in segments:
-            offsets = [await ack for ack in acks[segment]]
-            stored = [i async for i in EventReader(client, segment, wait_ms=0, follow=False)]
-            assert [payload for _, payload in stored] == written[segment]
-            assert [offset for offset, _ in stored] == offsets
-    assert sum(len(w) for w in written.values()) > 1000
+        await records.verify(client)
+    assert records.count > 1000
     refused = [
         line
         for line in metrics.splitlines()

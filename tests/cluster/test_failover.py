@@ -14,10 +14,11 @@ from collections.abc import Callable
 import httpx
 import pytest
 from cluster_load import ClusterWriters, read_whole
+from recorded_writes import RecordedWrites
 from store_cluster import StoreCluster
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
-from segmentstore.client import AsyncSegmentStoreClient, EventAck, EventReader, EventWriter
+from segmentstore.client import AsyncSegmentStoreClient, EventWriter
 from segmentstore.containers.mapping import container_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
@@ -330,39 +331,20 @@ async def test_an_event_writer_with_chained_batches_through_a_failover(
     victim = "n3"
     segments = [name_in(c, nodes.containers, "chained") for c in range(nodes.containers)]
     assert held_by(nodes, victim), f"{victim} held nothing"
-    written: dict[str, list[bytes]] = {s: [] for s in segments}
-    acks: dict[str, list[EventAck]] = {s: [] for s in segments}
-    stop = asyncio.Event()
     async with AsyncSegmentStoreClient(nodes.nodes["n1"].url) as client:
         for segment in segments:
             await client.create_segment(segment)
         async with EventWriter(
             client, linger_ms=1, batch_bytes=4096, max_in_flight=4, delivery_timeout_s=120
         ) as writer:
-
-            async def produce() -> None:
-                number = 0
-                while not stop.is_set():
-                    for segment in segments:
-                        record = b"%s-%06d" % (segment.encode(), number)
-                        acks[segment].append(await writer.send(segment, record))
-                        written[segment].append(record)
-                    number += 1
-                    if number % 10 == 0:
-                        await asyncio.sleep(0.002)
-
-            producer = asyncio.create_task(produce())
+            records = RecordedWrites(writer, segments)
+            records.start()
             await asyncio.sleep(2)
             nodes.nodes[victim].sigkill()
             await asyncio.to_thread(nodes.wait_settled, 60, 2)
             await asyncio.sleep(2)  # more batches on the new owners
-            stop.set()
-            await producer
-        for segment in segments:
-            offsets = [await ack for ack in acks[segment]]
-            stored = [i async for i in EventReader(client, segment, wait_ms=0, follow=False)]
-            assert [payload for _, payload in stored] == written[segment], segment
-            assert [offset for offset, _ in stored] == offsets, segment
-    print(f"chained EventWriter through a failover: {sum(map(len, written.values()))} records")
+            await records.stop()
+        await records.verify(client)
+    print(f"chained EventWriter through a failover: {records.count} records")
     nodes.start_node(victim).wait_listening(30)  # it rejoins and gets its share back
     await asyncio.to_thread(nodes.wait_settled, 60)
