@@ -3,7 +3,7 @@
 ``:append``, ``:appendEvents``, ``:read``, ``:readEvents`` and a segment's info are most of a
 busy service's requests. Through FastAPI each of them passed three of FastAPI's own wrappers,
 five middlewares and the router, each wrapping ``send`` or scanning the headers again; together
-they cost several times what the store does for an append (docs/performance.md has the
+they cost several times what the store does for an append (docs/benchmarks.md has the
 profile). :class:`FrontDoor` answers such a request with one look at its path and one pass over
 its headers, and leaves everything else to the app behind it, unchanged.
 
