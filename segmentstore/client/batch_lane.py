@@ -67,7 +67,8 @@ class BatchFuture(asyncio.Future[int]):
 
 class Batch:
     __slots__ = (
-        "body", "count", "deadline", "future", "known", "opened", "parts", "prev", "seq", "size",
+        "body", "count", "deadline", "future", "known", "opened", "parts", "prev", "reorders",
+        "seq", "size",
     )  # fmt: skip
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -80,6 +81,7 @@ class Batch:
         self.prev: int | None = None  # the batch it is chained on, as last sent
         self.deadline = 0.0
         self.known: AppendResult | None = None  # applied: an answer from an earlier round
+        self.reorders = 0  # times sent again at once after overtaking its predecessor
         self.future: BatchFuture = BatchFuture(loop=loop)
 
 
@@ -204,9 +206,13 @@ class Lane:
         while self.queue:
             self._settle(self.queue.popleft(), failure)
 
-    def _acknowledge(self, batch: Batch, outcome: int | BaseException) -> None:
+    def _acknowledge(
+        self, batch: Batch, outcome: int | BaseException, applied: bool | None = None
+    ) -> None:
+        """Settles the head; ``applied`` (by default: whether ``outcome`` is an offset) moves
+        the chain on to it."""
         self.flight.popleft()
-        if not isinstance(outcome, BaseException):
+        if applied if applied is not None else not isinstance(outcome, BaseException):
             self._acked = batch.seq
         self._settle(batch, outcome)
 
@@ -229,7 +235,7 @@ class Lane:
             break
         offsets = await self._locate(run, length if end is None else end)
         for batch in run:
-            self._acknowledge(batch, offsets.pop(0))
+            self._acknowledge(batch, offsets.pop(0), applied=True)
 
     async def _locate(self, run: list[Batch], end: int) -> list[int | BaseException]:
         size = sum(len(b.body) for b in run)
@@ -278,15 +284,17 @@ class Lane:
         reordered = False
         if isinstance(error, WriterSeqMismatchError):
             last = error.last_writer_seq
-            if head.prev is not None and head.prev == self._acked:
-                # It overtook its predecessor, which is in now: send it again at once.
-                reordered = last is None or last < head.prev
-            elif last is not None and (self._acked is None or last > self._acked):
+            if last is not None and (self._acked is None or last > self._acked) and last < head.seq:
                 # A batch of this lane given up on (delivery timeout) was applied after all:
                 # the chain goes on from it.
-                reordered = last < head.seq
-                if reordered:
-                    self._acked = last
+                self._acked = last
+                reordered = True
+            elif head.prev != self._acked or last is None or last < head.prev:
+                # It overtook its predecessor (acknowledged since), or was chained on one
+                # that failed: sent again at once, chained on the last one in. A few times
+                # only: a store that keeps refusing has lost what it acknowledged.
+                reordered = head.reorders < 3
+                head.reorders += 1
         waited = 0.0 if reordered else self._backoff_s
         final = time.monotonic() + waited > head.deadline or not (reordered or _retryable(error))
         if final:

@@ -195,9 +195,9 @@ class EventWriter:
             if not lane.busy:
                 # Nothing of this segment on the wire: it goes once this loop iteration's
                 # records have joined it.
-                self._loop().call_soon(self._ripe, lane, batch)
+                self._loop().call_soon(self._consider, lane)
             elif lane.timer is None:
-                lane.timer = self._loop().call_later(self._linger_s, self._ripe, lane, batch)
+                lane.timer = self._loop().call_later(self._linger_s, self._lingered, lane)
         position = batch.size
         batch.parts += (_HEADER.pack(0, len(payload)), payload)
         batch.size += size
@@ -252,14 +252,27 @@ class EventWriter:
 
     # -- sending ----------------------------------------------------------------------------
 
-    def _ripe(self, lane: Lane, batch: Batch) -> None:
-        """``batch`` has waited enough: it goes if it is still open and the lane has room,
-        else when the lane's next answer makes room (see :meth:`_answered`)."""
-        if lane.timer is not None and lane.open is batch:
-            lane.timer.cancel()
-        lane.timer = None
-        if lane.open is batch and (not lane.busy or lane.has_room):
+    def _consider(self, lane: Lane) -> None:
+        """Sends the lane's open batch if it is time: at once if nothing of the segment is on
+        the wire; once it has waited ``linger_ms`` if the lane has room; else the lane's next
+        answer considers it again."""
+        batch = lane.open
+        if batch is None:
+            return
+        if not lane.busy:
             self._seal(lane)
+            return
+        if not lane.has_room:
+            return
+        wait_s = batch.opened + self._linger_s - self._loop().time()
+        if wait_s <= 0:
+            self._seal(lane)
+        elif lane.timer is None:
+            lane.timer = self._loop().call_later(wait_s, self._lingered, lane)
+
+    def _lingered(self, lane: Lane) -> None:
+        lane.timer = None
+        self._consider(lane)
 
     def _seal(self, lane: Lane) -> None:
         """Queues the lane's open batch for sending and sends what the lane has room for."""
@@ -280,15 +293,4 @@ class EventWriter:
             batch.future.set_exception(outcome)
         else:
             batch.future.set_result(outcome)
-        self._answered(lane)
-
-    def _answered(self, lane: Lane) -> None:
-        # What waits in the open batch goes once it has lingered, or at once when the
-        # lane's requests are all answered (waiting longer would only add latency).
-        batch = lane.open
-        if batch is None:
-            return
-        if not lane.busy or (
-            lane.has_room and self._loop().time() - batch.opened >= self._linger_s
-        ):
-            self._seal(lane)
+        self._consider(lane)

@@ -1,11 +1,12 @@
 """Chained batches (``Writer-Prev-Seq``) under an EventWriter with several batches of a segment
 on the wire: a ``503`` for one batch while the next one is already in flight loses, doubles
-and reorders nothing, whether the store had applied the refused batch or not; nor do container
-restarts in the middle of the writes.
+and reorders nothing, whether the store had applied the refused batch or not, nor does a batch
+that overtakes its predecessor; nor do container restarts in the middle of the writes.
 
-The server is the real one, wrapped in an ASGI layer that picks one chained batch, holds it
-until the batch chained on it has arrived (so that one is provably in flight), then answers
-it ``503``, after letting the store apply it (the answer is lost) or without.
+The server is the real one, wrapped in an ASGI layer that picks one chained batch and holds it
+until the batch chained on it has arrived (so that one is provably in flight); then answers it
+``503``, after letting the store apply it (the answer is lost) or without, or lets the next
+batch reach the store first.
 """
 
 from __future__ import annotations
@@ -33,42 +34,67 @@ from .conftest import LiveServer, start_server
 RECORDS = 3000
 
 
-class OneBatchRefused:
-    """Answers the ``victim``-th chained ``:appendEvents`` of segments named ``prefix...``
-    with ``503`` once the next batch of its lane has arrived; ``applied``: the store applies
-    the victim first."""
+HOLD_S = 0.2
 
-    def __init__(self, app: ASGIApp, prefix: str, victim: int, applied: bool) -> None:
+
+class OneBatchRefused:
+    """Holds each chained ``:appendEvents`` of segments named ``prefix...`` for up to
+    :data:`HOLD_S` until a batch chained on it arrives; the first one that sees its successor
+    arrive so (the successor provably in flight) is the victim. Then, by ``mode``:
+    ``refused``, the victim is answered ``503`` unapplied; ``lost``, the store applies it and
+    the answer is replaced by a ``503``; ``overtaken``, the successor reaches the store first
+    (and is refused as out of order), and only then the victim. Either way the successor
+    reaches the store after the victim's fate is sealed."""
+
+    def __init__(self, app: ASGIApp, prefix: str, mode: str) -> None:
         self.app = app
         self.prefix = f"/v1/segments/{prefix}"
-        self.victim = victim
-        self.applied = applied
-        self.chained = 0
+        self.mode = mode
         self.victim_seq: bytes | None = None
-        self.overlapped = False
-        self._next_arrived = asyncio.Event()
-        self._answered = asyncio.Event()
+        self._held: dict[bytes, asyncio.Event] = {}
+        self._first_done = asyncio.Event()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] == "http" and path.startswith(self.prefix):
-            headers = dict(scope["headers"])
-            prev = headers.get(b"writer-prev-seq")
-            if prev is not None and self.victim_seq is None:
-                self.chained += 1
-                if self.chained == self.victim:
-                    self.victim_seq = headers[b"writer-seq"]
-                    await self._refuse(scope, receive, send)
-                    return
-            elif prev is not None and prev == self.victim_seq and not self._answered.is_set():
-                self._next_arrived.set()
-                await self._answered.wait()  # the victim is answered first
+        if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        seq, prev = headers.get(b"writer-seq"), headers.get(b"writer-prev-seq")
+        if prev is not None and self.victim_seq is None and prev in self._held:
+            self.victim_seq = prev  # its successor is here while it is still unanswered
+            self._held[prev].set()
+        if prev is not None and prev == self.victim_seq and not self._first_done.is_set():
+            await self._successor(scope, receive, send)
+            return
+        if seq is not None and prev is not None and self.victim_seq is None:
+            arrived = self._held[seq] = asyncio.Event()
+            try:
+                await asyncio.wait_for(arrived.wait(), HOLD_S)
+            except TimeoutError:
+                pass
+            finally:
+                del self._held[seq]
+            if self.victim_seq == seq:
+                await self._victim(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await asyncio.wait_for(self._next_arrived.wait(), 30)
-        self.overlapped = True
-        if self.applied:
+    async def _successor(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.mode == "overtaken":
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self._first_done.set()
+            return
+        await self._first_done.wait()
+        await self.app(scope, receive, send)
+
+    async def _victim(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.mode == "overtaken":
+            await self._first_done.wait()
+            await self.app(scope, receive, send)
+            return
+        if self.mode == "lost":
 
             async def lost(message: Message) -> None:
                 pass
@@ -79,10 +105,10 @@ class OneBatchRefused:
                 pass
         answer = error_json(503, "container_unavailable", "refused by the test", {})
         await answer(scope, receive, send)
-        self._answered.set()
+        self._first_done.set()
 
 
-@pytest.fixture(params=[False, True], ids=["not-applied", "applied-answer-lost"])
+@pytest.fixture(params=["refused", "lost", "overtaken"])
 def refusing(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[tuple[str, str, OneBatchRefused]]:
@@ -91,7 +117,7 @@ def refusing(
     layers: list[OneBatchRefused] = []
 
     def wrap(app: ASGIApp) -> ASGIApp:
-        layers.append(OneBatchRefused(app, prefix, victim=3, applied=request.param))
+        layers.append(OneBatchRefused(app, prefix, mode=request.param))
         return layers[0]
 
     server = start_server(tmp_path / "data", wrap=wrap)
@@ -101,7 +127,7 @@ def refusing(
         server.stop()
 
 
-async def test_a_503_while_the_next_batch_is_in_flight_loses_and_doubles_nothing(
+async def test_a_failure_while_the_next_batch_is_in_flight_loses_and_doubles_nothing(
     refusing: tuple[str, str, OneBatchRefused],
 ) -> None:
     url, prefix, wrapper = refusing
@@ -117,7 +143,7 @@ async def test_a_503_while_the_next_batch_is_in_flight_loses_and_doubles_nothing
                     await asyncio.sleep(0.001)  # let batches go out while records still come
             offsets = [await ack for ack in acks]
         stored = [item async for item in EventReader(client, segment, wait_ms=0, follow=False)]
-    assert wrapper.overlapped, "the refused batch never had the next one in flight"
+    assert wrapper.victim_seq is not None, "no batch ever had the next one in flight"
     assert [payload for _, payload in stored] == [b"record-%05d" % n for n in range(RECORDS)]
     assert [offset for offset, _ in stored] == offsets
 
