@@ -43,6 +43,7 @@ def test_client_bench_reports_ratios_to_the_baseline(tmp_path: Path) -> None:
         "bare aiohttp append 1 KiB x64",
         "client on httpx append 1 KiB x64",
         "EventWriter send() 1024 B x256",
+        "EventWriter send() 1024 B x256, max_in_flight=1",
         "EventWriter send() 100 B x256",
         "EventWriter write() 1024 B x256",
         "EventWriter write() 1024 B x256, max_in_flight=1",
