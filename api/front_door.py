@@ -179,6 +179,8 @@ class FrontDoor:
             if key == b"content-length":
                 request.content_length = value
             elif key == b"authorization":
+                if request.authorization is not None:
+                    request.unusual = True  # two of them: auth decides which one counts
                 request.authorization = value
             elif key == b"writer-id":
                 request.writer_id = value
