@@ -33,12 +33,14 @@ from segmentstore.api.cluster_routing import ClusterRouting, ForwardingSession
 from segmentstore.api.errors import install_error_handlers
 from segmentstore.api.front_door import FrontDoor
 from segmentstore.api.metrics import Metrics, MetricsMiddleware
+from segmentstore.api.node_collector import NodeCollector
 from segmentstore.api.paths import ControlCharacterMiddleware
 from segmentstore.api.routes.cluster import cluster_router
 from segmentstore.api.routes.containers import containers_router
 from segmentstore.api.routes.data import data_router
 from segmentstore.api.routes.health import health_router
 from segmentstore.api.routes.segments import action_router, resource_router
+from segmentstore.api.status_page import status_page_router
 from segmentstore.api.stopping import StoppingMiddleware
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.store import SegmentStore
@@ -89,6 +91,7 @@ def create_app(
     )
     metrics = Metrics()
     metrics.watch(store)
+    metrics.registry.register(NodeCollector(store, cluster))
     install_error_handlers(app)
 
     # Documents the bearer scheme in OpenAPI when there is one; the middleware enforces it.
@@ -102,6 +105,7 @@ def create_app(
         (containers_router(store), v1),
         (cluster_router(store, cluster), v1),
         (health_router(store, metrics, cluster), []),
+        (status_page_router(), []),  # static files; the page's script calls /v1 with a token
     ]
     for router, dependencies in routers:
         app.include_router(router, dependencies=dependencies)

@@ -8,9 +8,10 @@ before any argument is validated (a client without a good token learns nothing e
 - anything else under ``/v1/containers``: ``admin`` (restart);
 - anything else under ``/v1``: ``write`` (everything that changes a segment).
 
-With no tokens configured everyone may do everything. ``/healthz``, ``/readyz``, ``/metrics``
-and the OpenAPI document are never behind auth. Tokens are compared in constant time and
-never logged or echoed.
+With no tokens configured everyone may do everything. ``/healthz``, ``/readyz``, ``/metrics``,
+the OpenAPI document and the status page's static files (``/ui/``: they hold no data, and the
+page's script calls ``/v1`` with the token the person gives) are never behind auth. Tokens are
+compared in constant time and never logged or echoed.
 """
 
 from __future__ import annotations

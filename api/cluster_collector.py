@@ -1,5 +1,5 @@
-"""A cluster node's figures for ``/metrics``: who it sees, what it holds, what moved, and how
-many requests it passed on to other nodes."""
+"""A cluster node's figures for ``/metrics``: who it sees, what it holds, what nobody holds,
+what moved, and how many requests it passed on to other nodes."""
 
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ class ClusterCollector(Collector):
             "segmentstore_cluster_containers_held",
             "containers this node holds",
             sum(1 for c in described["containers"] if c["owner"] == self.membership.node_id),
+        )
+        yield GaugeMetricFamily(
+            "segmentstore_cluster_containers_unowned",
+            "containers no live node holds, as this node sees it (moving, or nobody takes them)",
+            sum(1 for c in described["containers"] if c["owner"] is None),
         )
         counter = CounterMetricFamily(
             "segmentstore_cluster_container_moves",

@@ -137,6 +137,11 @@ class Metrics(StoreObserver):
         """Report ``store``'s figures: its work as it happens, its state when scraped."""
         store.observations.add(self)
         self.registry.register(StoreCollector(store))
+        # Every container's recovery series from the start, at zero: Prometheus' increase()
+        # cannot count the recovery already in a series' first sample (an alert would miss a
+        # slow first recovery, or the first takeover of a container by this node).
+        for container in range(store.settings.store.containers):
+            self._recovery.labels(str(container))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """One HTTP request answered (on the event loop)."""

@@ -14,7 +14,7 @@ from helm_chart import CHART, Rendered, helm, render
 CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 KUBERNETES_VERSION = "1.37.0"
 # Custom resources that kubernetes-validate has no schema for (checked by their own tests).
-NOT_IN_KUBERNETES = {"ServiceMonitor"}
+NOT_IN_KUBERNETES = {"ServiceMonitor", "PrometheusRule"}
 
 
 def test_there_are_ci_values_for_each_deployment_shape() -> None:
@@ -139,6 +139,7 @@ def test_notes_tell_how_to_reach_the_service(tmp_path: Path) -> None:
     assert "http://prod-segmentstore.streams.svc:9090" in notes
     assert "prod-segmentstore-0.prod-segmentstore-headless.streams.svc:9090" in notes
     assert "kubectl --namespace streams port-forward svc/prod-segmentstore 9090:9090" in notes
+    assert "http://127.0.0.1:9090/ui/" in notes
 
 
 def _kinds(rendered: Rendered) -> set[str]:
@@ -146,7 +147,8 @@ def _kinds(rendered: Rendered) -> set[str]:
 
 
 def test_optional_resources_appear_only_when_enabled() -> None:
-    assert not {"ServiceMonitor", "NetworkPolicy", "Secret"} & _kinds(render())
+    assert not {"ServiceMonitor", "PrometheusRule", "NetworkPolicy", "Secret"} & _kinds(render())
+    assert [c["metadata"]["name"] for c in render().all("ConfigMap")] == ["demo-segmentstore"]
     assert "PodDisruptionBudget" not in _kinds(render(podDisruptionBudget__enabled="false"))
     monitored = render(CHART / "ci" / "metrics-on.yaml")
     monitor = monitored.one("ServiceMonitor")
@@ -154,10 +156,17 @@ def test_optional_resources_appear_only_when_enabled() -> None:
     assert monitor["spec"]["endpoints"] == [
         {"port": "http", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}
     ]
-    assert (
-        monitor["spec"]["selector"]["matchLabels"]
-        == (monitored.one("StatefulSet")["spec"]["selector"]["matchLabels"])
+    # It selects the headless Service alone: each pod is scraped once, under one job.
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() >= (
+        monitored.one("StatefulSet")["spec"]["selector"]["matchLabels"].items()
     )
+    selected = [
+        service["metadata"]["name"]
+        for service in monitored.all("Service")
+        if service["metadata"]["labels"].items() >= selector.items()
+    ]
+    assert selected == ["demo-segmentstore-headless"]
     policy = render(CHART / "ci" / "auth-on.yaml").one("NetworkPolicy")
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]
