@@ -88,4 +88,4 @@ async def asgi_app(scope: Scope, receive: Receive, send: Send) -> None:
 
 if __name__ == "__main__":
     served = asgi_app if sys.argv[1:] == ["asgi"] else app
-    uvloop.run(uvicorn.Server(server_config(served, "127.0.0.1", 0, log_level="info")).serve())  # type: ignore[arg-type]
+    uvloop.run(uvicorn.Server(server_config(served, "127.0.0.1", 0, log_level="info")).serve())

@@ -289,7 +289,7 @@ class Lane:
                 # the chain goes on from it.
                 self._acked = last
                 reordered = True
-            elif head.prev != self._acked or last is None or last < head.prev:
+            elif head.prev is None or head.prev != self._acked or last is None or last < head.prev:
                 # It overtook its predecessor (acknowledged since), or was chained on one
                 # that failed: sent again at once, chained on the last one in. A few times
                 # only: a store that keeps refusing has lost what it acknowledged.
