@@ -176,7 +176,7 @@ async def _writer_records(
 
 
 async def _awaited_writes(
-    url: str, payload_bytes: int, seconds: float, max_in_flight: int
+    url: str, payload_bytes: int, seconds: float, max_in_flight: int = 4
 ) -> dict[str, float]:
     """Records/s when each of the producer tasks awaits every ``write`` before the next, and
     this process's CPU per record. Each counted record was acknowledged in the measured time."""
@@ -307,23 +307,20 @@ def run(
             )
             wait_quiet(url)
         # One batch per segment on the wire is how the writer sent before batches were
-        # chained: the same run's figure for it is what send() is compared with.
-        for size, in_flight in ((KiB, 4), (KiB, 1), (100, 4)):
-            label = f"EventWriter send() {size} B x{PRODUCERS}"
+        # chained: the same run's figure for it is what each EventWriter case is compared with.
+        writers = [
+            ("send()", _writer_records, KiB, 4),
+            ("send()", _writer_records, KiB, 1),
+            ("send()", _writer_records, 100, 4),
+            ("write()", _awaited_writes, KiB, 4),
+            ("write()", _awaited_writes, KiB, 1),
+        ]
+        for how, measure_writer, size, in_flight in writers:
+            label = f"EventWriter {how} {size} B x{PRODUCERS}"
             if in_flight == 1:
                 label += ", max_in_flight=1"
             step(label)
-            figures = run_loop(_writer_records(url, size, seconds, in_flight), loop)
-            rows.append(
-                row(label, figures.pop("records_per_s"), figures.pop("mb_per_s"), **figures)
-            )
-            wait_quiet(url)
-        for in_flight in (4, 1):
-            label = f"EventWriter write() {KiB} B x{PRODUCERS}"
-            if in_flight == 1:
-                label += ", max_in_flight=1"
-            step(label)
-            figures = run_loop(_awaited_writes(url, KiB, seconds, in_flight), loop)
+            figures = run_loop(measure_writer(url, size, seconds, in_flight), loop)
             rows.append(
                 row(label, figures.pop("records_per_s"), figures.pop("mb_per_s"), **figures)
             )
