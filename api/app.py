@@ -2,8 +2,9 @@
 
 ``create_app`` wires the routes, the one error mapping and the middlewares around a store
 that the caller owns: the caller starts it before requests arrive and closes it after (see
-:mod:`segmentstore.api.server`, which does both in the ASGI lifespan). A request passes, outermost
-first:
+:mod:`segmentstore.api.server`, which does both in the ASGI lifespan). The data routes are
+answered first by the front door (:mod:`segmentstore.api.front_door`) whenever none of the
+middlewares has anything to do for the request; every other request passes, outermost first:
 
 1. metrics (times everything, refusals included), and the 503 for a request cut off because
    the server is stopping (:mod:`segmentstore.api.stopping`);
@@ -22,6 +23,7 @@ from contextlib import AbstractAsyncContextManager
 from fastapi import FastAPI, Security
 from fastapi.security import HTTPBearer
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
 from segmentstore.api.append_path import AppendFastPath
 from segmentstore.api.auth import TokenAuthMiddleware
@@ -30,6 +32,7 @@ from segmentstore.api.cluster_collector import ClusterCollector
 from segmentstore.api.cluster_routing import ClusterRouting
 from segmentstore.api.errors import install_error_handlers
 from segmentstore.api.forwarding import ForwardingSession
+from segmentstore.api.front_door import FrontDoor
 from segmentstore.api.metrics import Metrics, MetricsMiddleware
 from segmentstore.api.node_collector import NodeCollector
 from segmentstore.api.paths import ControlCharacterMiddleware
@@ -54,6 +57,21 @@ Errors are `{"error": {"code", "message", ...fields}}`. With tokens configured, 
 """
 
 
+class _FrontedApp(FastAPI):
+    """FastAPI behind the front door: what the door takes never reaches FastAPI's stack."""
+
+    front_door: FrontDoor | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        door = self.front_door
+        if door is not None:
+            request = door.take(scope)
+            if request is not None:
+                await door.serve(request, scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     store: SegmentStore,
     auth_tokens: Mapping[str, str] | None = None,
@@ -64,7 +82,7 @@ def create_app(
     """The app over ``store``. ``auth_tokens`` maps token to role (``read``, ``write``,
     ``admin``); none means open. ``ValueError`` on an unknown role."""
     bearer = HTTPBearer(auto_error=False, description="a token of role read, write or admin")
-    app = FastAPI(
+    app = _FrontedApp(
         title="segmentstore",
         version="1",
         description=DESCRIPTION,
@@ -111,6 +129,7 @@ def create_app(
         app.add_middleware(TokenAuthMiddleware, tokens=dict(auth_tokens))
     app.add_middleware(StoppingMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
+    app.front_door = FrontDoor(store, metrics, auth_tokens, cluster)
     return app
 
 

@@ -56,6 +56,16 @@ def required_role(method: str, path: str) -> Role | None:
     return Role.WRITE
 
 
+def role_of(tokens: Mapping[bytes, Role], presented: bytes) -> Role | None:
+    """The role of the ``presented`` token, None if it is no known token."""
+    found = None
+    # No early exit: the time taken does not tell which token came close.
+    for token, role in tokens.items():
+        if hmac.compare_digest(token, presented):
+            found = role
+    return found
+
+
 def _bearer(scope: Scope) -> bytes | None:
     for key, value in scope["headers"]:
         if key == b"authorization":
@@ -72,12 +82,7 @@ class TokenAuthMiddleware:
         self._tokens = parse_tokens(tokens)
 
     def role_of(self, presented: bytes) -> Role | None:
-        found = None
-        # No early exit: the time taken does not tell which token came close.
-        for token, role in self._tokens.items():
-            if hmac.compare_digest(token, presented):
-                found = role
-        return found
+        return role_of(self._tokens, presented)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self._tokens:

@@ -41,6 +41,7 @@ from segmentstore.errors import (
     SegmentTruncatedError,
     ThrottledError,
     UnauthorizedError,
+    WriterSeqMismatchError,
 )
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ STATUS: Mapping[type[SegmentStoreError], int] = {
     SegmentTruncatedError: 410,
     BadOffsetError: 412,
     BadAttributeUpdateError: 412,
+    WriterSeqMismatchError: 412,
     PayloadTooLargeError: 413,
     RequestHeaderTooLargeError: 431,
     OffsetBeyondEndError: 416,

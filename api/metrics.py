@@ -147,11 +147,16 @@ class Metrics(StoreObserver):
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """One HTTP request answered (on the event loop)."""
+        self.histogram(method, route, status).observe(seconds)
+
+    def histogram(self, method: str, route: str, status: int) -> LoopHistogram:
+        """The latency histogram of one series, for a caller that keeps it rather than look
+        it up by its labels for every request (the front door); updated on the loop only."""
         key = (method, route, str(status))
         histogram = self._latency.get(key)
         if histogram is None:
             histogram = self._latency[key] = LoopHistogram(LATENCY_BUCKETS)
-        histogram.observe(seconds)
+        return histogram
 
     def appended(self, size: int, events: int = 0) -> None:
         """Bytes and events appended over HTTP (on the event loop)."""

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         SegmentTruncatedError,
         ThrottledError,
         UnauthorizedError,
+        WriterSeqMismatchError,
     )
     from segmentstore.metadata.attributes import AttributeUpdate, UpdateType
     from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
@@ -78,6 +79,7 @@ _ERRORS = (
     "SegmentTruncatedError",
     "ThrottledError",
     "UnauthorizedError",
+    "WriterSeqMismatchError",
 )
 # public name -> the module that defines it
 _HOMES = {
@@ -120,6 +122,7 @@ __all__ = [
     "ThrottledError",
     "UnauthorizedError",
     "UpdateType",
+    "WriterSeqMismatchError",
 ]
 
 

@@ -13,6 +13,7 @@
     ├── SegmentTruncatedError              segment_truncated      (start_offset)
     ├── BadOffsetError                     bad_offset             (expected_offset, length)
     ├── BadAttributeUpdateError            bad_attribute_update   (key)
+    ├── WriterSeqMismatchError             writer_seq_mismatch    (writer_prev_seq, last_writer_seq)
     ├── PayloadTooLargeError               payload_too_large      (limit)
     ├── RequestHeaderTooLargeError         request_header_too_large (limit)
     ├── OffsetBeyondEndError               offset_beyond_end      (offset, length)
@@ -127,6 +128,25 @@ class BadOffsetError(SegmentStoreError):
         self.name = name
         self.expected_offset = expected_offset
         self.length = length
+
+
+class WriterSeqMismatchError(SegmentStoreError):
+    """A chained append (``Writer-Prev-Seq``) whose predecessor is not the writer's last
+    applied batch on the segment: ``last_writer_seq`` is the one the store has (None: this
+    writer has applied nothing there). Nothing was appended."""
+
+    code = "writer_seq_mismatch"
+    _field_names = ("writer_prev_seq", "last_writer_seq")
+
+    def __init__(self, name: str, writer_prev_seq: int, last_writer_seq: int | None) -> None:
+        has = "no batch" if last_writer_seq is None else f"Writer-Seq {last_writer_seq}"
+        super().__init__(
+            f"segment {name!r} has {has} last applied for this writer,"
+            f" not the Writer-Prev-Seq {writer_prev_seq}"
+        )
+        self.name = name
+        self.writer_prev_seq = writer_prev_seq
+        self.last_writer_seq = last_writer_seq
 
 
 class BadAttributeUpdateError(SegmentStoreError):

@@ -30,6 +30,7 @@ SAMPLES: list[SegmentStoreError] = [
     e.SegmentTruncatedError("s", 10),
     e.BadOffsetError("s", 3, 5),
     e.BadAttributeUpdateError("k", "no"),
+    e.WriterSeqMismatchError("s", 4, None),
     e.PayloadTooLargeError(10, 5),
     e.RequestTimeoutError(30_000),
     e.RequestHeaderTooLargeError(65_536),
