@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from segmentstore.api.errors import error_response
 from segmentstore.cluster.membership import ClusterMembership
-from segmentstore.errors import ContainerUnavailableError
+from segmentstore.contracts.errors import ContainerUnavailableError
 
 if TYPE_CHECKING:
     from segmentstore.api.cluster_routing import ForwardingSession

@@ -31,7 +31,7 @@ from yarl import URL
 from segmentstore.api.cluster_listing import ClusterListing
 from segmentstore.api.errors import BodyTooLarge, error_response
 from segmentstore.cluster.membership import ClusterMembership
-from segmentstore.errors import ContainerUnavailableError, SegmentStoreError
+from segmentstore.contracts.errors import ContainerUnavailableError, SegmentStoreError
 from segmentstore.store import SegmentStore
 
 log = logging.getLogger(__name__)

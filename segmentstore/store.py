@@ -25,30 +25,30 @@ from typing import Any
 from segmentstore.arguments import non_negative, retention_policy, whole_bytes
 from segmentstore.cache import BlockArenaCache
 from segmentstore.containers.container import SegmentContainer
-from segmentstore.containers.mapping import container_of
 from segmentstore.containers.orphaned_tier2 import adopt_orphaned_tier2
 from segmentstore.containers.recoveries import Recoveries
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.containers.supervisor import ContainerSupervisor
 from segmentstore.containers.tier1_logs import claim_shared_tier1, jetstream_options, tier1_log
-from segmentstore.data_dir import claim_data_dir
-from segmentstore.errors import (
+from segmentstore.contracts.attributes import AttributeUpdate
+from segmentstore.contracts.errors import (
     ContainerNotFoundError,
     ContainerUnavailableError,
     InvalidArgumentError,
     InvalidEventsError,
     PayloadTooLargeError,
 )
+from segmentstore.contracts.events import HEADER as EVENT_HEADER
+from segmentstore.contracts.events import count as count_events
+from segmentstore.contracts.events import encode, event_size_at, whole_events
+from segmentstore.contracts.mapping import container_of
+from segmentstore.contracts.names import transaction_name, validate_int64, validate_segment_name
+from segmentstore.contracts.segment_info import AppendResult, EventsRead, SegmentInfo
+from segmentstore.data_dir import claim_data_dir
 from segmentstore.logs.observed_data_log import observed
-from segmentstore.metadata.attributes import AttributeUpdate
-from segmentstore.names import transaction_name, validate_int64, validate_segment_name
 from segmentstore.observations import Observations
 from segmentstore.reading.cache_manager import CacheManager
-from segmentstore.reading.events import HEADER as EVENT_HEADER
-from segmentstore.reading.events import count as count_events
-from segmentstore.reading.events import encode, event_size_at, whole_events
 from segmentstore.reading.tier2_reads import Tier2Reads
-from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
 from segmentstore.settings import Settings
 from segmentstore.tier1 import DurableDataLog
 from segmentstore.tier2 import Tier2Error, open_chunk_storage

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from segmentstore.errors import SegmentStoreError
+from segmentstore.contracts.errors import SegmentStoreError
 
 if TYPE_CHECKING:
     from .async_client import AsyncSegmentStoreClient

@@ -20,7 +20,8 @@ from segmentstore.containers.failures import is_out_of_space
 from segmentstore.containers.gauges import ContainerGauges
 from segmentstore.containers.retention import RetentionEnforcer
 from segmentstore.containers.status import ContainerStatus
-from segmentstore.errors import (
+from segmentstore.contracts.attributes import AttributeUpdate
+from segmentstore.contracts.errors import (
     ContainerUnavailableError,
     EndOfSegmentError,
     InsufficientStorageError,
@@ -29,6 +30,7 @@ from segmentstore.errors import (
     SegmentStoreError,
     SegmentTruncatedError,
 )
+from segmentstore.contracts.segment_info import AppendResult, SegmentInfo
 from segmentstore.logs.data_frame import FrameFormatError
 from segmentstore.logs.durable_log import DurableLog
 from segmentstore.logs.metadata_operations import (
@@ -42,14 +44,12 @@ from segmentstore.logs.metadata_operations import (
 )
 from segmentstore.logs.operations import AppendOperation, LogReplayError, Operation
 from segmentstore.logs.recovery import RecoveryStats, replay
-from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.metadata.time_index import SegmentTimeIndex
 from segmentstore.reading.cache_manager import CacheManager
 from segmentstore.reading.read_index import SegmentReadIndex
 from segmentstore.reading.tier2_reads import Tier2Reads
 from segmentstore.reading.time_lookup import TimeLookup
-from segmentstore.segment_info import AppendResult, SegmentInfo
 from segmentstore.settings import Settings
 from segmentstore.tier1 import DataLogError, DurableDataLog
 from segmentstore.tier2 import Tier2Error
@@ -308,7 +308,19 @@ class SegmentContainer(ContainerGauges):
         return segment
 
     def _info(self, name: str) -> SegmentInfo:
-        return SegmentInfo.of(self._segment(name), self.id)
+        segment = self._segment(name)
+        return SegmentInfo(
+            name=segment.name,
+            container=self.id,
+            start_offset=segment.start_offset,
+            length=segment.length,
+            storage_length=segment.storage_length,
+            sealed=segment.sealed,
+            created_ms=segment.created_ms,
+            last_modified_ms=segment.last_modified_ms,
+            retention=dict(segment.retention),
+            attributes=dict(segment.attributes),
+        )
 
     async def create_segment(
         self,

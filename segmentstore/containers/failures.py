@@ -10,7 +10,7 @@ Tier 1 knows of. Those stay offline with their message until someone acts; every
 
 from __future__ import annotations
 
-from segmentstore.errors import InsufficientStorageError, SegmentStoreError
+from segmentstore.contracts.errors import InsufficientStorageError, SegmentStoreError
 from segmentstore.logs.data_frame import FrameFormatError
 from segmentstore.logs.operations import LogReplayError
 from segmentstore.tier1 import DataLogCorruptionError, DataLogFencedError, DataLogWriteError

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from segmentstore.containers.tier1_logs import tier1_log
 from segmentstore.containers.tier2_rebuild import rebuild_from_tier2
+from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.data_dir import (
     IDENTITY_FILE,
     TIER1_DIR,
@@ -35,7 +36,6 @@ from segmentstore.data_dir import (
     container_tier1_dir,
     sync_directory,
 )
-from segmentstore.errors import InvalidArgumentError
 from segmentstore.settings import Settings
 from segmentstore.tier2 import ChunkStorage, SegmentReader, Tier2Error
 

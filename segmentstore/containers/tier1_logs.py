@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.data_dir import container_tier1_dir
-from segmentstore.errors import InvalidArgumentError
 from segmentstore.settings import JetStreamSettings, Settings
 from segmentstore.tier1 import DataLogError, DataLogWriteError, DurableDataLog
 from segmentstore.tier1.local import LocalDurableDataLog

@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from segmentstore.errors import (
+from segmentstore.contracts.errors import (
     ContainerUnavailableError,
     InsufficientStorageError,
     SegmentStoreError,

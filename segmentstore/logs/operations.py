@@ -20,14 +20,14 @@ import struct
 from enum import IntEnum
 from typing import Any, ClassVar
 
-from segmentstore.errors import (
+from segmentstore.contracts.errors import (
     BadOffsetError,
     SegmentNotFoundError,
     SegmentSealedError,
     SegmentStoreError,
 )
+from segmentstore.contracts.segment_info import AppendResult
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
-from segmentstore.segment_info import AppendResult
 
 Buffer = bytes | bytearray | memoryview
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from segmentstore.errors import SegmentStoreError
+from segmentstore.contracts.errors import SegmentStoreError
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.settings import StorageWriterSettings
 from segmentstore.tier2 import (

@@ -17,7 +17,7 @@ from cluster_load import ClusterWriters, read_whole
 from store_cluster import StoreCluster
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 

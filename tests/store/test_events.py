@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from segmentstore import InvalidEventsError, SegmentStore
-from segmentstore.reading.events import encode
+from segmentstore.contracts.events import encode
 
 
 async def test_batches_append_atomically_and_read_back_whole(store: SegmentStore) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import segmentstore
-from segmentstore.errors import SegmentStoreError, leaf_error_classes
+from segmentstore.contracts.errors import SegmentStoreError, leaf_error_classes
 
 API_CODES = {
     "invalid_name", "invalid_argument", "unauthorized", "forbidden", "segment_not_found",
