@@ -8,21 +8,17 @@ that its installed name starts with; a unit may import only the units it is allo
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# installed package -> repository folder (setup.py's ROOTS)
-FOLDERS = {
-    "segmentstore": "segmentstore",
-    "segmentstore.tier1": "tier1",
-    "segmentstore.tier2": "tier2",
-    "segmentstore.cache": "cache",
-    "segmentstore.api": "api",
-    "segmentstore.jobs": "jobs",
-}
+# installed package -> repository folder, from the one place that says it
+FOLDERS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"][
+    "segmentstore"
+]["package-folders"]
 # module prefix -> unit; the longest prefix wins, and "segmentstore" itself is the vocabulary
 # every part shares (errors, names, settings, results)
 UNITS = {
@@ -206,3 +202,22 @@ def test_environment_is_read_only_by_the_composition_root() -> None:
     for path in SOURCES:
         if unit_of(module_of(path)) != "cli":
             assert "os.environ" not in path.read_text(), path
+
+
+def test_every_package_folder_is_in_the_mapping() -> None:
+    folders = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert folders == set(FOLDERS.values())
+
+
+def test_the_folder_mapping_has_one_source() -> None:
+    """setup.py and the Makefile's type-check tree read pyproject.toml; neither lists folders."""
+    setup_code = [
+        line for line in (ROOT / "setup.py").read_text().splitlines() if '"' in line
+    ]  # string literals: a copied mapping would be one
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("\ntypecheck-tree:") :].split("\n\n")[0]
+    for folder in set(FOLDERS.values()) - {"segmentstore"}:
+        assert not any(f'"{folder}"' in line for line in setup_code), f"setup.py names {folder}"
+        assert folder not in recipe, f"the Makefile's typecheck-tree names {folder}"
+    assert "package-folders" in (ROOT / "setup.py").read_text()
+    assert "package-folders" in recipe
