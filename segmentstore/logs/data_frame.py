@@ -74,12 +74,15 @@ class DataFrameBuilder:
         framing an append."""
         pack = _WHOLE_APPEND.pack
         max_size = self._max
+        # add() starts a new frame below this much room even for an append that would fit:
+        # the shortcut must do the same, or the two would frame a window differently.
+        full_above = max_size - _ENTRY.size - _MIN_USEFUL_ROOM
         for op in ops:
             frame = self._current
             if type(op) is AppendOperation and op.writer_id is None and frame is not None:
                 total = APPEND_HEADER.size + op.size
                 size = frame.size + _ENTRY.size + total
-                if total < _COPY_BELOW and size <= max_size:
+                if total < _COPY_BELOW and size <= max_size and frame.size <= full_above:
                     frame.pending += (
                         pack(total, _WHOLE, APPEND_KIND, op.sequence, op.segment_id,
                              op.offset, op.time_ms, -1, 0),
