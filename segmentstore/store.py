@@ -13,7 +13,6 @@ in the background (``recovering``, and ``503 container_unavailable`` to their re
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 from collections.abc import Coroutine, Iterable, Sequence
@@ -26,6 +25,7 @@ from segmentstore.arguments import non_negative, retention_policy, whole_bytes
 from segmentstore.cache import BlockArenaCache
 from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.orphaned_tier2 import adopt_orphaned_tier2
+from segmentstore.containers.parts import default_parts
 from segmentstore.containers.recoveries import Recoveries
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.containers.supervisor import ContainerSupervisor
@@ -161,14 +161,17 @@ class SegmentStore:
             self.cache_manager,
             self.settings.storage_writer.read_block_bytes,
         )
+        parts = default_parts(
+            data_log=self._data_log,
+            durable_log=self.settings.durable_log,
+            cache=cache,
+            cache_manager=self.cache_manager,
+            storage_writer=self.settings.storage_writer,
+            storage=self.tier2.storage,
+            tier1_segment_bytes=self.settings.tier1.segment_bytes,
+        )
         self.containers = [
-            SegmentContainer(
-                i,
-                self.settings,
-                functools.partial(self._data_log, i),
-                self.cache_manager,
-                self.tier2,
-            )
+            SegmentContainer(i, self.settings.store, parts, self.cache_manager, self.tier2)
             for i in range(self._count)
         ]
         # In a cluster the containers are taken one by one, as their leases are won.
@@ -189,7 +192,10 @@ class SegmentStore:
         await self._recoveries.wait()
 
     def _data_log(self, container_id: int) -> DurableDataLog:
-        return observed(tier1_log(self.settings, self._jetstream, container_id), self.observations)
+        data_log = tier1_log(
+            self.settings.store.data_dir, self.settings.tier1, self._jetstream, container_id
+        )
+        return observed(data_log, self.observations)
 
     async def close(self) -> None:
         """Finish pending operations and release every container. Idempotent."""

@@ -14,6 +14,7 @@ completes.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from segmentstore.cache import Cache
 from segmentstore.logs.operations import Buffer
@@ -232,3 +233,8 @@ class GenerationClock:
 
     def __init__(self) -> None:
         self.now = 0
+
+
+# Builds the read index of one segment (a container calls it for every segment it creates or
+# recovers): Pravega's ReadIndexFactory, per segment.
+ReadIndexFactory = Callable[[], SegmentReadIndex]
