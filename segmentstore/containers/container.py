@@ -32,7 +32,6 @@ from segmentstore.contracts.errors import (
     SegmentTruncatedError,
 )
 from segmentstore.contracts.segment_info import AppendResult, SegmentInfo
-from segmentstore.logs.data_frame import FrameFormatError
 from segmentstore.logs.metadata_operations import (
     CreateSegmentOperation,
     DeleteSegmentOperation,
@@ -43,7 +42,7 @@ from segmentstore.logs.metadata_operations import (
     UpdateAttributesOperation,
 )
 from segmentstore.logs.operation_log import OperationLog
-from segmentstore.logs.operations import AppendOperation, LogReplayError, Operation
+from segmentstore.logs.operations import AppendOperation, Operation
 from segmentstore.logs.recovery import RecoveryStats, replay
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.metadata.time_index import SegmentTimeIndex
@@ -154,10 +153,9 @@ class SegmentContainer(ContainerGauges):
                 self._settings.retention_check_interval_ms,
             )
             self._retention_enforcer.start()
-        except (DataLogError, LogReplayError, FrameFormatError, Tier2Error) as error:
-            await self._go_offline(error)
-            return
-        except SegmentStoreError as error:  # Tier 2 holds more than Tier 1 knows of
+        except (DataLogError, Tier2Error, SegmentStoreError) as error:
+            # Corruption and a Tier 2 ahead of Tier 1 are ContainerFailureErrors (permanent);
+            # the supervisor judges from failure_error whether another recovery may help.
             await self._go_offline(error)
             return
         except CacheFullError as error:

@@ -16,6 +16,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from segmentstore.contracts.errors import DataCorruptionError
 from segmentstore.logs.operation_codec import decode
 from segmentstore.logs.operations import (
     APPEND_HEADER,
@@ -38,7 +39,7 @@ _MIN_USEFUL_ROOM = 64  # do not start an entry in a frame with less room than th
 _WHOLE_APPEND = struct.Struct(_ENTRY.format + APPEND_HEADER.format.lstrip("<"))
 
 
-class FrameFormatError(Exception):
+class FrameFormatError(DataCorruptionError):
     """A frame that Tier 1 returned intact does not parse: a bug or a foreign log."""
 
 

@@ -256,6 +256,8 @@ class DurableLog:
                 try:
                     written = op.prepare(accepted)
                 except SegmentStoreError as error:
+                    if not error.on_the_wire:
+                        raise  # the metadata is inconsistent, not the request wrong: fail
                     op.refusal = error
                     continue
                 if written:
@@ -373,7 +375,7 @@ class DurableLog:
         failure = self._failure
         if isinstance(failure, DataLogWriteError) and failure.out_of_space:
             return InsufficientStorageError(f"Tier 1 is out of space: {failure}")
-        if isinstance(failure, SegmentStoreError):
+        if isinstance(failure, SegmentStoreError) and failure.on_the_wire:
             return failure
         if failure is None and not self._closing:
             # A replicated Tier 1 retrying through a leader election: what is queued waits for

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from segmentstore.contracts.errors import (
     BadOffsetError,
+    DataCorruptionError,
     SegmentNotFoundError,
     SegmentSealedError,
     SegmentStoreError,
@@ -51,7 +52,7 @@ class Kind(IntEnum):
 APPEND_KIND = int(Kind.APPEND)  # a plain int: an enum member costs a lookup on every append
 
 
-class LogReplayError(Exception):
+class LogReplayError(DataCorruptionError):
     """A replayed operation does not fit the metadata it is applied to: the log is inconsistent."""
 
 
