@@ -288,9 +288,9 @@ class DurableLog:
             self._checkpoint_pending = True
 
     def _on_frame_done(self, frame: Frame, future: asyncio.Future[int]) -> None:
+        error = future.exception()  # retrieved even after a failure: the log fails them all
         if self._failure is not None:
             return
-        error = future.exception()
         if error is not None:
             self._fail(error)
             return
