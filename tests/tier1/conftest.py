@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import nats
 import pytest
+from fault_injection import FaultInjector
+from flaky_tier1 import FlakyDataLog
 from loop_checks import every_exception_retrieved
 from memory_tier1 import InMemoryDataLog, InMemoryTier1
 from nats.js.errors import NotFoundError
@@ -151,15 +153,17 @@ async def _limit_stream(servers: tuple[str, ...], stream: str, max_bytes: int) -
 
 
 class MemoryHarness(LogHarness):
-    """The in-memory double of tests/support, held to the same contract."""
+    """The in-memory double of tests/support, held to the same contract; with ``flaky``, inside
+    the fault-injecting wrapper with no fault set, which must change nothing."""
 
-    name = "memory"
-
-    def __init__(self) -> None:
+    def __init__(self, flaky: bool = False) -> None:
+        self.name = "flaky-memory" if flaky else "memory"
         self.medium = InMemoryTier1()
+        self.flaky = flaky
 
     def new_log(self) -> DurableDataLog:
-        return InMemoryDataLog(self.medium)
+        log = InMemoryDataLog(self.medium)
+        return FlakyDataLog(log, FaultInjector()) if self.flaky else log
 
     @contextmanager
     def failing_writes(self) -> Iterator[None]:
@@ -171,7 +175,7 @@ class MemoryHarness(LogHarness):
 
 
 # Another implementation joins the contract suite by adding its harness here.
-HARNESSES = ("jetstream", "local", "memory")
+HARNESSES = ("jetstream", "local", "memory", "flaky-memory")
 
 
 @pytest.fixture(params=HARNESSES)
@@ -179,8 +183,8 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     if request.param == "local":
         yield LocalHarness(tmp_path)
         return
-    if request.param == "memory":
-        yield MemoryHarness()
+    if request.param in ("memory", "flaky-memory"):
+        yield MemoryHarness(flaky=request.param == "flaky-memory")
         return
     jetstream = JetStreamHarness(request.getfixturevalue("jetstream_cluster"))
     yield jetstream

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fault_injection import FaultInjector
+from flaky_tier2 import FlakyChunkStorage
 from memory_tier2 import InMemoryTier2
 from moto.server import ThreadedMotoServer
 
@@ -151,10 +153,20 @@ class MemoryHarness(StorageHarness):
         return self.location.client()
 
 
+class FlakyMemoryHarness(MemoryHarness):
+    """The fault-injecting wrapper with no fault set, which must change nothing."""
+
+    name = "flaky-memory"
+
+    def open(self) -> ChunkStorage:
+        return FlakyChunkStorage(self.location.client(), FaultInjector())
+
+
 # Another backend joins every Tier 2 suite by adding its harness here.
 HARNESSES: dict[str, Callable[[pytest.FixtureRequest, Path], StorageHarness]] = {
     "file": FileHarness,
     "memory": MemoryHarness,
+    "flaky-memory": FlakyMemoryHarness,
     "s3": S3Harness,
     "hdfs": HdfsHarness,
 }
