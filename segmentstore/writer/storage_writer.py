@@ -307,6 +307,9 @@ class StorageWriter:
         flusher = self._flusher(segment)
         if flusher.manifest is None:
             await asyncio.to_thread(flusher.load)
+            # Reloaded after a failed step: a write whose answer was lost may have landed, and
+            # Tier 2 then holds more than the container was told.
+            self._host.storage_advanced(segment_id, flusher.storage_length)
         end = segment.length if upto is None else upto
         metadata = self._host.durable_metadata
         while True:

@@ -169,7 +169,10 @@ async def test_a_write_cut_short_or_unacknowledged_is_reconciled(method: str, ac
 
 
 async def test_random_tier2_faults_never_lose_or_double_a_byte() -> None:
-    for seed in range(4):
+    """Seeded faults of every kind on every call; each seed's run must catch up. (Seed 5 once
+    left a segment behind for good: a manifest written but reported failed was reloaded
+    without telling the host its storage length.)"""
+    for seed in range(12):
         with tier2(seed=seed) as (storage, _):
             for method in ("create", "append", "put_if", "get", "read", "size"):
                 for action in ("fail", "fail_after", "delay"):
