@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -30,7 +30,7 @@ from segmentstore.logs.operations import AppendOperation, Operation
 from segmentstore.logs.recovery import RecoveryStats, replay
 from segmentstore.metadata.container_metadata import ContainerMetadata
 from segmentstore.settings import DurableLogSettings
-from segmentstore.tier1 import DataLogWriteError
+from segmentstore.tier1 import DataLogWriteError, DurableDataLog
 
 SEGMENT = "scope/stream/0"
 pytestmark = pytest.mark.timeout(30)
@@ -96,16 +96,36 @@ class LogUnderTest:
     def _release(self, reserved: int) -> None:
         self.released += reserved
 
-    async def recover(self) -> ContainerMetadata:
-        """What a new owner of the medium replays (the log under test is left as it is)."""
-        data_log = InMemoryDataLog(self.medium)
+    async def recover(
+        self,
+        apply: Callable[[ContainerMetadata, Operation], None] | None = None,
+        stats: RecoveryStats | None = None,
+        flaky: bool = False,
+    ) -> ContainerMetadata:
+        """What a new owner of the medium replays (the log under test is left as it is);
+        ``flaky``: through the fault injector, as the log under test reads."""
+        data_log: DurableDataLog = InMemoryDataLog(self.medium)
+        if flaky:
+            data_log = FlakyDataLog(data_log, self.injector)
         epoch = await data_log.open()
         try:
             return await replay(
-                0, epoch, data_log, lambda m: None, lambda m, op: op.apply(m), RecoveryStats()
+                0,
+                epoch,
+                data_log,
+                lambda m: None,
+                apply or (lambda m, op: op.apply(m)),
+                stats or RecoveryStats(),
             )
         finally:
             await data_log.close()
+
+    async def write(self, appends: int) -> None:
+        """Start, append ``appends`` times 100 bytes, stop."""
+        log = await self.start()
+        for i in range(appends):
+            await log.process(append(payload(i)))
+        await self.stop()
 
 
 def append(data: bytes, **kwargs: Any) -> AppendOperation:
@@ -223,47 +243,22 @@ async def test_acknowledgements_keep_their_order_when_tier1_delays_one() -> None
     await under.stop()
 
 
-async def test_recovery_refuses_a_corrupt_record() -> None:
-    under = LogUnderTest()
-    log = await under.start()
-    for i in range(5):
-        await log.process(append(payload(i)))
-    await under.stop()
-    under.medium.records[3] = type(under.medium.records[3])(
-        under.medium.records[3].address, b"\xff" + under.medium.records[3].data[1:]
-    )
-    with pytest.raises(DataCorruptionError):
-        await under.recover()
-
-
 async def test_recovery_fails_when_tier1_cannot_be_read_and_succeeds_once_it_can() -> None:
     under = LogUnderTest()
-    log = await under.start()
-    for i in range(5):
-        await log.process(append(payload(i)))
-    await under.stop()
-    broken = FlakyDataLog(InMemoryDataLog(under.medium), under.injector)
+    await under.write(5)
     fault = under.injector.add("read_record", "fail", nth=3)
-    epoch = await broken.open()
     with pytest.raises(DataLogWriteError):
-        await replay(0, epoch, broken, lambda m: None, lambda m, op: op.apply(m), RecoveryStats())
-    await broken.close()
+        await under.recover(flaky=True)
     under.injector.remove(fault)
-    assert (await under.recover()).segments[SEGMENT].length == 500
+    assert (await under.recover(flaky=True)).segments[SEGMENT].length == 500
 
 
-async def test_recovery_of_a_corrupt_record_read_back_is_refused() -> None:
+async def test_recovery_refuses_a_corrupt_record() -> None:
     under = LogUnderTest()
-    log = await under.start()
-    for i in range(5):
-        await log.process(append(payload(i)))
-    await under.stop()
+    await under.write(5)
     under.injector.add("read_record", "corrupt", nth=4)
-    corrupt = FlakyDataLog(InMemoryDataLog(under.medium), under.injector)
-    epoch = await corrupt.open()
     with pytest.raises(DataCorruptionError):
-        await replay(0, epoch, corrupt, lambda m: None, lambda m, op: op.apply(m), RecoveryStats())
-    await corrupt.close()
+        await under.recover(flaky=True)
 
 
 async def test_checkpoints_let_tier1_truncate_and_recovery_stay_short() -> None:
@@ -275,11 +270,7 @@ async def test_checkpoints_let_tier1_truncate_and_recovery_stay_short() -> None:
     # Tier 1 keeps a few records from the newest usable checkpoint on, not 60.
     assert len(under.medium.records) < 12
     stats = RecoveryStats()
-    data_log = InMemoryDataLog(under.medium)
-    recovered = await replay(
-        0, await data_log.open(), data_log, lambda m: None, lambda m, op: op.apply(m), stats
-    )
-    await data_log.close()
+    recovered = await under.recover(stats=stats)
     assert recovered.segments[SEGMENT].length == 6000
     assert stats.checkpoints_seen >= 1 and stats.records_read < 12
     await under.stop()
@@ -294,16 +285,13 @@ async def test_tier1_is_never_truncated_past_an_operation_still_needed() -> None
     for i in range(40):
         await log.process(append(payload(i)))
     await asyncio.sleep(0.05)
-    stats = RecoveryStats()
     replayed: list[int] = []
 
     def note(metadata: ContainerMetadata, op: Operation) -> None:
         op.apply(metadata)
         replayed.append(op.sequence)
 
-    data_log = InMemoryDataLog(under.medium)
-    await replay(0, await data_log.open(), data_log, lambda m: None, note, stats)
-    await data_log.close()
+    await under.recover(apply=note)
     assert held.sequence in replayed
     under.needed = None
     await under.stop()
