@@ -36,13 +36,13 @@ lint: $(STAMP) typecheck-tree ## ruff and mypy
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The package as it installs (setup.py maps tier1/ to segmentstore.tier1, ...), as symbolic
-# links, for mypy, which cannot follow that mapping.
-typecheck-tree:
+# The package as it installs (pyproject.toml's [tool.segmentstore.package-folders]: tier1/ is
+# segmentstore.tier1, ...), as symbolic links, for mypy, which cannot follow that mapping.
+typecheck-tree: $(STAMP)
 	@rm -rf .typecheck && mkdir -p .typecheck/segmentstore
 	@ln -s $(CURDIR)/segmentstore/* .typecheck/segmentstore/
-	@for folder in tier1 tier2 cache api jobs; do \
-		ln -s $(CURDIR)/$$folder .typecheck/segmentstore/$$folder; done
+	@$(BIN)/python -c 'import tomllib; folders = tomllib.load(open("pyproject.toml", "rb"))["tool"]["segmentstore"]["package-folders"]; [print(p.replace(".", "/"), f) for p, f in folders.items() if p != "segmentstore"]' \
+		| while read -r package folder; do ln -s $(CURDIR)/$$folder .typecheck/$$package; done
 
 bench: $(STAMP) ## Every benchmark, each with its same-run baseline (bench-*.json)
 	$(BIN)/segmentstore bench append --json bench-append.json

@@ -6,17 +6,14 @@ The folders stay side by side as the design lays them out (``segmentstore/``, ``
 with them. Everything else about the package is in pyproject.toml.
 """
 
+import tomllib
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
-# installed package -> the repository folder that holds it
-ROOTS = {
-    "segmentstore": "segmentstore",
-    "segmentstore.tier1": "tier1",
-    "segmentstore.tier2": "tier2",
-    "segmentstore.cache": "cache",
-    "segmentstore.api": "api",
-    "segmentstore.jobs": "jobs",
-}
+# installed package -> the repository folder that holds it (pyproject.toml holds the mapping)
+with (Path(__file__).parent / "pyproject.toml").open("rb") as pyproject:
+    ROOTS: dict[str, str] = tomllib.load(pyproject)["tool"]["segmentstore"]["package-folders"]
 
 setup(
     package_dir=ROOTS,

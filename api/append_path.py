@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from segmentstore.api.errors import BodyTooLarge, error_response
 from segmentstore.api.metrics import Metrics
-from segmentstore.errors import InvalidArgumentError, SegmentStoreError
+from segmentstore.contracts.errors import InvalidArgumentError, SegmentStoreError
 from segmentstore.store import SegmentStore
 
 SEGMENTS = "/v1/segments/"

@@ -23,7 +23,7 @@ from enum import IntEnum
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from segmentstore.api.errors import error_response
-from segmentstore.errors import ForbiddenError, UnauthorizedError
+from segmentstore.contracts.errors import ForbiddenError, UnauthorizedError
 
 
 class Role(IntEnum):

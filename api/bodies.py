@@ -16,7 +16,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from segmentstore.api.errors import BodyTooLarge, error_response
-from segmentstore.errors import PayloadTooLargeError
+from segmentstore.contracts.errors import PayloadTooLargeError
 
 # Attribute updates are the largest JSON bodies: this holds thousands of them.
 JSON_BODY_LIMIT = 1 << 20

@@ -25,7 +25,7 @@ from segmentstore.api.errors import error_response
 from segmentstore.api.forwarding import PeerBusy
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.cluster.secret import OWNER_SIGNATURE
-from segmentstore.errors import ContainerUnavailableError
+from segmentstore.contracts.errors import ContainerUnavailableError
 
 if TYPE_CHECKING:
     from segmentstore.api.forwarding import ForwardingSession

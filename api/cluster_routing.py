@@ -40,7 +40,11 @@ from segmentstore.api.errors import BodyTooLarge, error_response
 from segmentstore.api.forwarding import HOP_BY_HOP, ForwardingSession, PeerBusy
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.cluster.secret import FORWARDED_BY, FORWARDED_SIGNATURE, OWNER_SIGNATURE
-from segmentstore.errors import ContainerUnavailableError, ForbiddenError, SegmentStoreError
+from segmentstore.contracts.errors import (
+    ContainerUnavailableError,
+    ForbiddenError,
+    SegmentStoreError,
+)
 from segmentstore.store import SegmentStore
 
 log = logging.getLogger(__name__)

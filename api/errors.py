@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from segmentstore.errors import (
+from segmentstore.contracts.errors import (
     BadAttributeUpdateError,
     BadOffsetError,
     ContainerNotFoundError,

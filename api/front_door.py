@@ -48,7 +48,7 @@ from segmentstore.api.errors import error_json, error_response
 from segmentstore.api.loop_metrics import LoopHistogram
 from segmentstore.api.metrics import Metrics
 from segmentstore.cluster.membership import ClusterMembership
-from segmentstore.errors import InvalidArgumentError, SegmentStoreError
+from segmentstore.contracts.errors import InvalidArgumentError, SegmentStoreError
 from segmentstore.store import SegmentStore
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,11 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from segmentstore.errors import RequestHeaderTooLargeError, RequestTimeoutError, SegmentStoreError
+from segmentstore.contracts.errors import (
+    RequestHeaderTooLargeError,
+    RequestTimeoutError,
+    SegmentStoreError,
+)
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 

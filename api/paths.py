@@ -13,7 +13,7 @@ import re
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from segmentstore.api.errors import error_response
-from segmentstore.errors import InvalidNameError
+from segmentstore.contracts.errors import InvalidNameError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SEGMENTS = "/v1/segments/"

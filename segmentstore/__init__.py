@@ -1,22 +1,23 @@
 """A Pravega-style tiered segment store: durable append-only segments with arbitrary reads.
 
 The embedded entry point is :class:`SegmentStore`; every error it raises is a
-:class:`SegmentStoreError` leaf (see :mod:`segmentstore.errors`). The HTTP contract is in
-``docs/api.md``; the parts and how they fit are in ``docs/architecture.md``.
+:class:`SegmentStoreError` leaf (see :mod:`segmentstore.contracts.errors`). The HTTP contract
+is in ``docs/api.md``; the parts and how they fit are in ``docs/architecture.md``.
 
 The names below load on first use, so that ``import segmentstore.client`` (which the slim,
 client-only install provides) never loads the store, its settings or its storage backends.
 
 What lives where (each package's docstring says what it owns and may import):
 
-    segmentstore/           the public surface: store, settings, config, errors, names, results
+    segmentstore/           the public surface: store, settings, config
+    ├── contracts/          what client and server share: errors, names, attribute updates, events
     ├── metadata/           what a container knows of its segments: metadata, attributes, time index
     ├── logs/               the Durable Log: operations, data frames, Tier 1 retention, recovery
     ├── reading/            the read index (AVL tree), the cache manager, Tier 2 reads, events
     ├── writer/             the Storage Writer: aggregation and flushes to Tier 2
     ├── containers/         the segment container that ties them together; mapping; retention
     ├── cli/                the command line, the composition root
-    ├── client/             the HTTP client (needs none of the above)
+    ├── client/             the HTTP client (needs contracts/ alone)
     ├── bench/              the benchmarks
     ├── tier1/ tier2/ cache/    the storage leaves (repository folders tier1/, tier2/, cache/)
     └── api/ jobs/          the HTTP API and the Spark jobs (repository folders api/, jobs/)
@@ -28,7 +29,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from segmentstore.errors import (
+    from segmentstore.contracts.attributes import AttributeUpdate, UpdateType
+    from segmentstore.contracts.errors import (
         BadAttributeUpdateError,
         BadOffsetError,
         ContainerNotFoundError,
@@ -52,8 +54,7 @@ if TYPE_CHECKING:
         UnauthorizedError,
         WriterSeqMismatchError,
     )
-    from segmentstore.metadata.attributes import AttributeUpdate, UpdateType
-    from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
+    from segmentstore.contracts.segment_info import AppendResult, EventsRead, SegmentInfo
     from segmentstore.settings import Settings
     from segmentstore.store import SegmentStore
 
@@ -83,12 +84,12 @@ _ERRORS = (
 )
 # public name -> the module that defines it
 _HOMES = {
-    **dict.fromkeys(_ERRORS, "segmentstore.errors"),
-    "AttributeUpdate": "segmentstore.metadata.attributes",
-    "UpdateType": "segmentstore.metadata.attributes",
-    "AppendResult": "segmentstore.segment_info",
-    "EventsRead": "segmentstore.segment_info",
-    "SegmentInfo": "segmentstore.segment_info",
+    **dict.fromkeys(_ERRORS, "segmentstore.contracts.errors"),
+    "AttributeUpdate": "segmentstore.contracts.attributes",
+    "UpdateType": "segmentstore.contracts.attributes",
+    "AppendResult": "segmentstore.contracts.segment_info",
+    "EventsRead": "segmentstore.contracts.segment_info",
+    "SegmentInfo": "segmentstore.contracts.segment_info",
     "Settings": "segmentstore.settings",
     "SegmentStore": "segmentstore.store",
 }

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from segmentstore.errors import InvalidArgumentError
-from segmentstore.names import validate_int64
+from segmentstore.contracts.errors import InvalidArgumentError
+from segmentstore.contracts.names import validate_int64
 
 
 def whole_bytes(view: memoryview) -> memoryview | bytes:

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from segmentstore.errors import InvalidArgumentError
+from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.settings import Settings
 
 ENV_PREFIX = "SEGMENTSTORE_"

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from segmentstore.errors import InvalidArgumentError
+from segmentstore.contracts.errors import InvalidArgumentError
 
 IDENTITY_FILE = "store.json"
 TIER1_DIR = "tier1"  # the local Tier 1 logs, one directory per container

@@ -31,6 +31,21 @@ class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# Keys that bound one another, as (section path, lower key, upper key): the lower may equal
+# the upper but never pass it. Each pair is checked by its section, and the message names both.
+ORDERED_PAIRS: tuple[tuple[str, str, str], ...] = (
+    ("store", "recovery_retry_min_ms", "recovery_retry_max_ms"),
+    ("storage_writer", "retry_min_ms", "retry_max_ms"),
+    ("tier1.jetstream", "ack_timeout_ms", "write_timeout_ms"),
+)
+
+
+def _check_order(section: _Section, path: str) -> None:
+    for where, lower, upper in ORDERED_PAIRS:
+        if where == path and getattr(section, lower) > getattr(section, upper):
+            raise ValueError(f"{path}.{lower} must not be greater than {path}.{upper}")
+
+
 class StoreSettings(_Section):
     data_dir: Path = Path("./data")
     # Fixed for the life of a deployment: the data directory records it and refuses another.
@@ -55,6 +70,11 @@ class StoreSettings(_Section):
     # to start (docs/operations.md, Rebuilding a lost Tier 1 from Tier 2). Only a data directory
     # without Tier 1 is rebuilt, once; what Tier 2 does not keep is lost and reported.
     rebuild_from_tier2: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> StoreSettings:
+        _check_order(self, "store")
+        return self
 
 
 class DurableLogSettings(_Section):
@@ -132,6 +152,11 @@ class StorageWriterSettings(_Section):
     # Reads that miss the cache fetch Tier 2 in aligned blocks of this size.
     read_block_bytes: int = Field(default=1 * MiB, ge=4 * KiB)
 
+    @model_validator(mode="after")
+    def _ordered(self) -> StorageWriterSettings:
+        _check_order(self, "storage_writer")
+        return self
+
 
 class JetStreamSettings(_Section):
     """Tier 1 on NATS JetStream (``tier1.mode = "jetstream"``): a replicated stream per
@@ -158,6 +183,11 @@ class JetStreamSettings(_Section):
     tls_ca_file: Path | None = None
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> JetStreamSettings:
+        _check_order(self, "tier1.jetstream")
+        return self
 
     @field_validator("servers", mode="before")
     @classmethod
@@ -297,9 +327,15 @@ class Settings(_Section):
         if self.cluster.enabled and self.tier1.mode != "jetstream":
             raise ValueError("cluster.enabled needs tier1.mode = jetstream: the nodes share Tier 1")
         if self.durable_log.max_in_flight_bytes < self.store.max_append_bytes:
-            raise ValueError("durable_log.max_in_flight_bytes must hold one maximal append")
+            raise ValueError(
+                "durable_log.max_in_flight_bytes must hold one maximal append:"
+                " at least store.max_append_bytes"
+            )
         if self.cache.max_bytes < self.store.max_append_bytes + self.cache.block_bytes:
-            raise ValueError("cache.max_bytes must hold one maximal append")
+            raise ValueError(
+                "cache.max_bytes must hold one maximal append: at least store.max_append_bytes"
+                " plus cache.block_bytes"
+            )
         return self
 
     @model_validator(mode="after")

@@ -13,7 +13,6 @@ in the background (``recovering``, and ``503 container_unavailable`` to their re
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 from collections.abc import Coroutine, Iterable, Sequence
@@ -25,31 +24,32 @@ from typing import Any
 from segmentstore.arguments import non_negative, retention_policy, whole_bytes
 from segmentstore.cache import BlockArenaCache
 from segmentstore.containers.container import SegmentContainer
-from segmentstore.containers.mapping import container_of
 from segmentstore.containers.orphaned_tier2 import adopt_orphaned_tier2
+from segmentstore.containers.parts import default_parts
 from segmentstore.containers.recoveries import Recoveries
 from segmentstore.containers.shared_tier2 import claim_shared_tier2
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.containers.supervisor import ContainerSupervisor
 from segmentstore.containers.tier1_logs import claim_shared_tier1, jetstream_options, tier1_log
-from segmentstore.data_dir import claim_data_dir
-from segmentstore.errors import (
+from segmentstore.contracts.attributes import AttributeUpdate
+from segmentstore.contracts.errors import (
     ContainerNotFoundError,
     ContainerUnavailableError,
     InvalidArgumentError,
     InvalidEventsError,
     PayloadTooLargeError,
 )
+from segmentstore.contracts.events import HEADER as EVENT_HEADER
+from segmentstore.contracts.events import count as count_events
+from segmentstore.contracts.events import encode, event_size_at, whole_events
+from segmentstore.contracts.mapping import container_of
+from segmentstore.contracts.names import transaction_name, validate_int64, validate_segment_name
+from segmentstore.contracts.segment_info import AppendResult, EventsRead, SegmentInfo
+from segmentstore.data_dir import claim_data_dir
 from segmentstore.logs.observed_data_log import observed
-from segmentstore.metadata.attributes import AttributeUpdate
-from segmentstore.names import transaction_name, validate_int64, validate_segment_name
 from segmentstore.observations import Observations
 from segmentstore.reading.cache_manager import CacheManager
-from segmentstore.reading.events import HEADER as EVENT_HEADER
-from segmentstore.reading.events import count as count_events
-from segmentstore.reading.events import encode, event_size_at, whole_events
 from segmentstore.reading.tier2_reads import Tier2Reads
-from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
 from segmentstore.settings import Settings
 from segmentstore.tier1 import DurableDataLog
 from segmentstore.tier2 import Tier2Error, open_chunk_storage
@@ -165,14 +165,17 @@ class SegmentStore:
             self.cache_manager,
             self.settings.storage_writer.read_block_bytes,
         )
+        parts = default_parts(
+            data_log=self._data_log,
+            durable_log=self.settings.durable_log,
+            cache=cache,
+            cache_manager=self.cache_manager,
+            storage_writer=self.settings.storage_writer,
+            storage=self.tier2.storage,
+            tier1_segment_bytes=self.settings.tier1.segment_bytes,
+        )
         self.containers = [
-            SegmentContainer(
-                i,
-                self.settings,
-                functools.partial(self._data_log, i),
-                self.cache_manager,
-                self.tier2,
-            )
+            SegmentContainer(i, self.settings.store, parts, self.cache_manager, self.tier2)
             for i in range(self._count)
         ]
         # In a cluster the containers are taken one by one, as their leases are won.
@@ -193,7 +196,10 @@ class SegmentStore:
         await self._recoveries.wait()
 
     def _data_log(self, container_id: int) -> DurableDataLog:
-        return observed(tier1_log(self.settings, self._jetstream, container_id), self.observations)
+        data_log = tier1_log(
+            self.settings.store.data_dir, self.settings.tier1, self._jetstream, container_id
+        )
+        return observed(data_log, self.observations)
 
     async def close(self) -> None:
         """Finish pending operations and release every container. Idempotent."""

@@ -8,25 +8,22 @@ that its installed name starts with; a unit may import only the units it is allo
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# installed package -> repository folder (setup.py's ROOTS)
-FOLDERS = {
-    "segmentstore": "segmentstore",
-    "segmentstore.tier1": "tier1",
-    "segmentstore.tier2": "tier2",
-    "segmentstore.cache": "cache",
-    "segmentstore.api": "api",
-    "segmentstore.jobs": "jobs",
-}
+# installed package -> repository folder, from the one place that says it
+FOLDERS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"][
+    "segmentstore"
+]["package-folders"]
 # module prefix -> unit; the longest prefix wins, and "segmentstore" itself is the vocabulary
 # every part shares (errors, names, settings, results)
 UNITS = {
     "segmentstore": "vocabulary",
+    "segmentstore.contracts": "contracts",
     "segmentstore.tier1": "tier1",
     "segmentstore.tier2": "tier2",
     "segmentstore.cache": "cache",
@@ -48,32 +45,46 @@ UNITS = {
 STORAGE = {"tier1", "tier2", "cache"}
 CORE = {"metadata", "logs", "reading", "writer", "containers", "store"}
 # unit -> the units it may import (besides itself)
+# What the client and the server share; every part of the project may import it.
+SHARED = {"contracts"}
 ALLOWED = {
+    "contracts": set(),
     "tier1": set(),
     "tier2": set(),
     "cache": set(),
-    "vocabulary": {"metadata"},  # segment_info describes a SegmentMetadata (types only)
-    "metadata": {"vocabulary", "tier2"},
-    "logs": {"vocabulary", "metadata", "tier1"},
-    "reading": {"vocabulary", "metadata", "logs", "tier2", "cache"},
-    "writer": {"vocabulary", "metadata", "logs", "tier2"},
-    "containers": {"vocabulary", *CORE - {"store"}, *STORAGE},
-    "store": {"vocabulary", *CORE, *STORAGE},
-    "config": {"vocabulary"},
+    "vocabulary": SHARED,
+    "metadata": {"vocabulary", *SHARED, "tier2"},
+    "logs": {"vocabulary", *SHARED, "metadata", "tier1"},
+    "reading": {"vocabulary", *SHARED, "metadata", "logs", "tier2", "cache"},
+    "writer": {"vocabulary", *SHARED, "metadata", "logs", "tier2"},
+    "containers": {"vocabulary", *SHARED, *CORE - {"store"}, *STORAGE},
+    "store": {"vocabulary", *SHARED, *CORE, *STORAGE},
+    "config": {"vocabulary", *SHARED},
     # a cluster node's membership: the store's containers and the leases beside Tier 1
-    "cluster": {"vocabulary", "store", "containers", "tier1"},
-    "api": {"vocabulary", "store", "containers", "cluster"},
+    "cluster": {"vocabulary", *SHARED, "store", "containers", "tier1"},
+    "api": {"vocabulary", *SHARED, "store", "containers", "cluster"},
     "jobs": {"tier2"},
-    # the client's few imports are plain data: test_client_package proves no backend loads
-    # (and the name -> container mapping, to send requests to a container's owner)
-    "client": {"vocabulary", "metadata", "reading", "containers"},
-    "bench": {"vocabulary", "store", "containers", "client", "tier2"},
+    # the client speaks the contract and nothing else of the server: a client-only install
+    # has no server code (test_client_package proves no backend loads)
+    "client": SHARED,
+    "bench": {"vocabulary", *SHARED, "store", "containers", "client", "tier2"},
     # the drill speaks to a deployment over HTTP only: it knows the store by its contract;
     # a cluster it spawns is bench's loopback processes (JetStream servers, cluster nodes)
-    "drill": {"vocabulary", "bench"},
-    "cli": {"vocabulary", "config", "store", "bench", "drill", "tier2", "api", "jobs", "cluster"},
+    "drill": {"vocabulary", *SHARED, "bench"},
+    "cli": {
+        "vocabulary",
+        *SHARED,
+        "config",
+        "store",
+        "bench",
+        "drill",
+        "tier2",
+        "api",
+        "jobs",
+        "cluster",
+    },
 }
-PACKAGE_SURFACE = {"vocabulary", "metadata", "store"}  # what segmentstore/__init__ re-exports
+PACKAGE_SURFACE = {"vocabulary", *SHARED, "store"}  # what segmentstore/__init__ re-exports
 # the composition root imports these only inside functions, so that `segmentstore tier2 cat`
 # never loads FastAPI or Spark
 LAZY_FOR_CLI = {"api", "jobs", "bench", "store", "drill", "cluster"}
@@ -173,7 +184,10 @@ def test_every_module_belongs_to_a_unit() -> None:
         ("segmentstore.logs.x", "from segmentstore.writer import storage_writer", "logs may not"),
         ("segmentstore.reading.x", "from segmentstore.containers import x", "reading may not"),
         ("segmentstore.writer.x", "import segmentstore.containers.container", "writer may not"),
-        ("segmentstore.tier1.x", "from segmentstore.errors import E", "tier1 may not"),
+        ("segmentstore.tier1.x", "from segmentstore.contracts.errors import E", "tier1 may not"),
+        ("segmentstore.contracts.x", "from segmentstore.settings import S", "contracts may not"),
+        ("segmentstore.client.x", "from segmentstore.settings import S", "client may not"),
+        ("segmentstore.client.x", "from segmentstore.metadata import m", "client may not"),
         ("segmentstore.tier2.x", "from tier2 import ChunkStorage", "installs as"),
         ("segmentstore.containers.x", "import fastapi", "may not import fastapi"),
         ("segmentstore.cli", "from segmentstore.api.server import serve", "lazily"),
@@ -188,3 +202,22 @@ def test_environment_is_read_only_by_the_composition_root() -> None:
     for path in SOURCES:
         if unit_of(module_of(path)) != "cli":
             assert "os.environ" not in path.read_text(), path
+
+
+def test_every_package_folder_is_in_the_mapping() -> None:
+    folders = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert folders == set(FOLDERS.values())
+
+
+def test_the_folder_mapping_has_one_source() -> None:
+    """setup.py and the Makefile's type-check tree read pyproject.toml; neither lists folders."""
+    setup_code = [
+        line for line in (ROOT / "setup.py").read_text().splitlines() if '"' in line
+    ]  # string literals: a copied mapping would be one
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("\ntypecheck-tree:") :].split("\n\n")[0]
+    for folder in set(FOLDERS.values()) - {"segmentstore"}:
+        assert not any(f'"{folder}"' in line for line in setup_code), f"setup.py names {folder}"
+        assert folder not in recipe, f"the Makefile's typecheck-tree names {folder}"
+    assert "package-folders" in (ROOT / "setup.py").read_text()
+    assert "package-folders" in recipe

@@ -43,7 +43,12 @@ class DurableDataLog(ABC):
     @abstractmethod
     async def open(self, min_epoch: int = 0) -> int:
         """Take ownership, drop a torn tail, durably bump the epoch (to at least ``min_epoch``)
-        and return it."""
+        and return it. Call once, before anything else.
+
+        Durability: the new epoch is durable before it is returned, so no later opener can be
+        handed the same one. Errors: ``DataLogLockedError`` (another process owns the log),
+        ``DataLogWriteError`` (the medium refused the epoch or is unreachable: nothing was
+        taken over), ``DataLogCorruptionError`` (a damaged record that is not the tail)."""
 
     @property
     @abstractmethod
@@ -54,17 +59,33 @@ class DurableDataLog(ABC):
     def append(self, parts: Sequence[Buffer]) -> asyncio.Future[int]:
         """Queue one record made of ``parts`` (concatenated) and return a future of its address.
 
-        Returns at once; the future resolves once the record is durable (see the module
-        docstring). The caller must not modify the buffers until then.
+        Returns at once, without blocking; the caller must not modify the buffers until the
+        future is done. Ordering: records are written, and their futures resolve, in the order
+        of the calls; addresses strictly increase. Durability: a future resolves only once its
+        record and every earlier one survive a crash. Errors (through the future, never
+        raised): ``DataLogWriteError`` when the medium refused a write or a sync,
+        ``DataLogFencedError`` when a newer epoch took the log over, ``DataLogClosedError``
+        when the log was closed first; the first failure fails that future and every later
+        one, and the log takes nothing more until it is opened anew.
         """
 
     @abstractmethod
     def read(self, from_address: int = 0) -> AsyncIterator[LogRecord]:
-        """Yield every record at or above ``from_address`` that is not truncated, in order."""
+        """Yield every record at or above ``from_address`` that is not truncated, in address
+        order, with no gap: what an acknowledged append wrote is there. Meant for recovery,
+        after :meth:`open` and before the first :meth:`append`. Errors:
+        ``DataLogCorruptionError`` at a damaged record that is not the tail (never skipped),
+        ``DataLogWriteError`` when the medium cannot be read."""
 
     @abstractmethod
     async def truncate(self, below_address: int) -> None:
-        """Durably discard every record whose address is below ``below_address``."""
+        """Durably discard every record whose address is below ``below_address``: once this
+        returns, :meth:`read` never yields them, even after a crash. Space is reclaimed in
+        whole pieces, so some records below the address may stay readable until their piece
+        goes. Truncating below an address already truncated does nothing; past the next
+        append's address is a caller's bug (``ValueError``). Errors:
+        ``DataLogWriteError`` (the medium refused; the records may still be there, which is
+        safe), ``DataLogFencedError``."""
 
     @property
     def available(self) -> bool:
@@ -85,4 +106,5 @@ class DurableDataLog(ABC):
 
     @abstractmethod
     async def close(self) -> None:
-        """Wait for queued appends to finish (or fail), release ownership. Idempotent."""
+        """Wait for queued appends to finish (or fail), then release ownership; later calls
+        fail with ``DataLogClosedError``. Idempotent; never raises."""

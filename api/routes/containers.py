@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from segmentstore.api.schemas import Containers, ContainerView, container_json, error_responses
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.containers.status import ContainerStatus
-from segmentstore.errors import ContainerUnavailableError, InvalidArgumentError
+from segmentstore.contracts.errors import ContainerUnavailableError, InvalidArgumentError
 from segmentstore.store import SegmentStore
 
 _INTEGER = re.compile(r"-?[0-9]+")

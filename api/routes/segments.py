@@ -29,8 +29,8 @@ from segmentstore.api.schemas import (
     UpdateAttributes,
     error_responses,
 )
-from segmentstore.errors import InvalidArgumentError
-from segmentstore.segment_info import SegmentInfo
+from segmentstore.contracts.errors import InvalidArgumentError
+from segmentstore.contracts.segment_info import SegmentInfo
 from segmentstore.store import SegmentStore
 
 DEFAULT_LIST_LIMIT = 100

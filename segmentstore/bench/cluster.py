@@ -28,7 +28,7 @@ from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.bench.report import percentile, print_table, write_json
 from segmentstore.bench.store_nodes import StoreNodes
 from segmentstore.client import AsyncSegmentStoreClient
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 CONTAINERS = 8
 RECORD = b"x" * 1024

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from segmentstore.bench.report import percentile, print_table, write_json
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 from segmentstore.store import SegmentStore
 from segmentstore.tier2 import SegmentReader, open_chunk_storage, time_index_key
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from segmentstore.bench.report import print_table, write_json
-from segmentstore.errors import ThrottledError
+from segmentstore.contracts.errors import ThrottledError
 from segmentstore.store import SegmentStore
 
 MiB = 1 << 20

@@ -95,7 +95,7 @@ def add_command(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from segmentstore.errors import InvalidArgumentError
+    from segmentstore.contracts.errors import InvalidArgumentError
 
     try:
         settings = _settings(args)

@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from segmentstore.errors import SegmentStoreError
-from segmentstore.metadata.attributes import AttributeUpdate
-from segmentstore.segment_info import AppendResult, SegmentInfo
+from segmentstore.contracts.attributes import AttributeUpdate
+from segmentstore.contracts.errors import SegmentStoreError
+from segmentstore.contracts.segment_info import AppendResult, SegmentInfo
 
 from . import calls
 from .calls import Call, Data

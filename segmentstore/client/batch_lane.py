@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from segmentstore.errors import SegmentStoreError, WriterSeqMismatchError
-from segmentstore.segment_info import AppendResult
+from segmentstore.contracts.errors import SegmentStoreError, WriterSeqMismatchError
+from segmentstore.contracts.segment_info import AppendResult
 
 if TYPE_CHECKING:
     from .async_client import AsyncSegmentStoreClient

@@ -14,10 +14,10 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
-from segmentstore.errors import SegmentStoreError
-from segmentstore.metadata.attributes import AttributeUpdate
-from segmentstore.reading.events import encode as encode_events
-from segmentstore.segment_info import AppendResult, SegmentInfo
+from segmentstore.contracts.attributes import AttributeUpdate
+from segmentstore.contracts.errors import SegmentStoreError
+from segmentstore.contracts.events import encode as encode_events
+from segmentstore.contracts.segment_info import AppendResult, SegmentInfo
 
 from .errors import error_from_response
 from .reply import Answer

@@ -1,12 +1,12 @@
 """Error answers back into the store's own exceptions: one ``error.code`` → one leaf class.
 
-The server sends every error as ``{"error": {"code", "message", ...fields}}`` (docs/api.md, Errors),
-built from a :class:`~segmentstore.errors.SegmentStoreError` leaf and its ``fields()``. This
-module reverses that: the leaf whose ``code`` matches is rebuilt with its message and fields,
-so ``except BadOffsetError as e: e.length`` reads the same over HTTP as embedded. A code no
-leaf has (``not_found``, ``not_implemented``, ``internal``), or an answer that is not the JSON
-shape at all (a proxy's HTML page), becomes a plain ``SegmentStoreError`` whose ``code`` is the
-server's code (or ``http_<status>``).
+The server sends every error as ``{"error": {"code", "message", ...fields}}`` (docs/api.md,
+Errors), built from a :class:`~segmentstore.contracts.errors.SegmentStoreError` leaf and its
+``fields()``. This module reverses that: the leaf whose ``code`` matches is rebuilt with its
+message and fields, so ``except BadOffsetError as e: e.length`` reads the same over HTTP as
+embedded. A code no leaf has (``not_found``, ``not_implemented``, ``internal``), or an answer
+that is not the JSON shape at all (a proxy's HTML page), becomes a plain ``SegmentStoreError``
+whose ``code`` is the server's code (or ``http_<status>``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from segmentstore.errors import SegmentStoreError, leaf_error_classes
+from segmentstore.contracts.errors import SegmentStoreError, leaf_error_classes
 
 from .reply import Answer
 

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from struct import Struct
 from typing import TYPE_CHECKING
 
-from segmentstore.errors import EndOfSegmentError
+from segmentstore.contracts.errors import EndOfSegmentError
 
 if TYPE_CHECKING:
     from .async_client import AsyncSegmentStoreClient

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 from .calls import Call
 from .reply import Answer

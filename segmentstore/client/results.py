@@ -1,15 +1,16 @@
 """What the client returns beyond the embedded API's own types.
 
-Info and appends come back as the store's :class:`~segmentstore.segment_info.SegmentInfo` and
-:class:`~segmentstore.segment_info.AppendResult`, so code moves between the embedded store and
-HTTP unchanged. Reads add what the ``Segment-*`` headers say about the segment.
+Info and appends come back as the contract's
+:class:`~segmentstore.contracts.segment_info.SegmentInfo` and
+:class:`~segmentstore.contracts.segment_info.AppendResult`, so code moves between the embedded
+store and HTTP unchanged. Reads add what the ``Segment-*`` headers say about the segment.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from segmentstore.reading.events import HEADER as EVENT_HEADER
+from segmentstore.contracts.events import HEADER as EVENT_HEADER
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from segmentstore.metadata.attributes import AttributeUpdate
-from segmentstore.segment_info import AppendResult, SegmentInfo
+from segmentstore.contracts.attributes import AttributeUpdate
+from segmentstore.contracts.segment_info import AppendResult, SegmentInfo
 
 from . import calls
 from .calls import Call, Data

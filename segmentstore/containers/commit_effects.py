@@ -9,8 +9,6 @@ one of these, rebuilt on every start.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from segmentstore.logs.metadata_operations import (
     CreateSegmentOperation,
     DeleteSegmentOperation,
@@ -21,20 +19,19 @@ from segmentstore.logs.metadata_operations import (
 from segmentstore.logs.operations import AppendOperation, Operation
 from segmentstore.logs.tier1_retention import Tier1Retention
 from segmentstore.metadata.container_metadata import ContainerMetadata
-from segmentstore.reading.read_index import SegmentReadIndex
-from segmentstore.writer.storage_writer import DeleteEvent, MergeEvent, StorageWriter
+from segmentstore.reading.read_index import ReadIndexFactory, SegmentReadIndex
+from segmentstore.writer.storage_writer import DeleteEvent, MergeEvent
+from segmentstore.writer.writer import Writer
 
 # A merged range of a target: (merge sequence, target offset, length, source name).
 MergedRange = tuple[int, int, int, str]
 
 
 class CommitEffects:
-    def __init__(
-        self, new_index: Callable[[], SegmentReadIndex], tier1_coalesce_bytes: int
-    ) -> None:
+    def __init__(self, new_index: ReadIndexFactory, tier1_coalesce_bytes: int) -> None:
         self._new_index = new_index
         # Set when the container starts, before anything is replayed.
-        self.writer: StorageWriter | None = None
+        self.writer: Writer | None = None
         self.indexes: dict[int, SegmentReadIndex] = {}
         self.retention = Tier1Retention(coalesce_bytes=tier1_coalesce_bytes)
         # Merged ranges whose bytes Tier 2 still has under the source's manifest, per target.

@@ -18,9 +18,11 @@ from segmentstore.cache import CacheFullError
 from segmentstore.containers.commit_effects import CommitEffects
 from segmentstore.containers.failures import is_out_of_space
 from segmentstore.containers.gauges import ContainerGauges
+from segmentstore.containers.parts import ContainerParts
 from segmentstore.containers.retention import RetentionEnforcer
 from segmentstore.containers.status import ContainerStatus
-from segmentstore.errors import (
+from segmentstore.contracts.attributes import AttributeUpdate
+from segmentstore.contracts.errors import (
     ContainerUnavailableError,
     EndOfSegmentError,
     InsufficientStorageError,
@@ -29,8 +31,7 @@ from segmentstore.errors import (
     SegmentStoreError,
     SegmentTruncatedError,
 )
-from segmentstore.logs.data_frame import FrameFormatError
-from segmentstore.logs.durable_log import DurableLog
+from segmentstore.contracts.segment_info import AppendResult, SegmentInfo
 from segmentstore.logs.metadata_operations import (
     CreateSegmentOperation,
     DeleteSegmentOperation,
@@ -40,20 +41,19 @@ from segmentstore.logs.metadata_operations import (
     TruncateOperation,
     UpdateAttributesOperation,
 )
-from segmentstore.logs.operations import AppendOperation, LogReplayError, Operation
+from segmentstore.logs.operation_log import OperationLog
+from segmentstore.logs.operations import AppendOperation, Operation
 from segmentstore.logs.recovery import RecoveryStats, replay
-from segmentstore.metadata.attributes import AttributeUpdate
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.metadata.time_index import SegmentTimeIndex
 from segmentstore.reading.cache_manager import CacheManager
 from segmentstore.reading.read_index import SegmentReadIndex
 from segmentstore.reading.tier2_reads import Tier2Reads
 from segmentstore.reading.time_lookup import TimeLookup
-from segmentstore.segment_info import AppendResult, SegmentInfo
-from segmentstore.settings import Settings
+from segmentstore.settings import StoreSettings
 from segmentstore.tier1 import DataLogError, DurableDataLog
 from segmentstore.tier2 import Tier2Error
-from segmentstore.writer.storage_writer import StorageWriter
+from segmentstore.writer.writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +64,21 @@ _READ_ONLY = ContainerStatus.READ_ONLY
 
 
 class SegmentContainer(ContainerGauges):
+    """One container over its ``parts`` (its Durable Log, read indexes and Storage Writer
+    come from their factories) and the store's shared cache and Tier 2 reads; ``settings`` is
+    the store section (time index density, retention checks)."""
+
     def __init__(
         self,
         container_id: int,
-        settings: Settings,
-        data_log_factory: Callable[[], DurableDataLog],
+        settings: StoreSettings,
+        parts: ContainerParts,
         cache_manager: CacheManager,
         tier2: Tier2Reads,
     ) -> None:
         self.id = container_id
         self._settings = settings
-        self._data_log_factory = data_log_factory
+        self._parts = parts
         self._cache_manager = cache_manager
         self._tier2 = tier2
         self._time_lookup = TimeLookup(tier2.storage, self._time_index_of)
@@ -88,11 +92,10 @@ class SegmentContainer(ContainerGauges):
     def _reset(self) -> None:
         self._data_log: DurableDataLog | None = None
         self._durable = ContainerMetadata(self.id)
-        self._log: DurableLog | None = None
-        self._writer: StorageWriter | None = None
+        self._log: OperationLog | None = None
+        self._writer: Writer | None = None
         self._retention_enforcer: RetentionEnforcer | None = None
-        # Tier 1 frees space a whole file at a time: tracking finer than a file gains nothing.
-        self._effects = CommitEffects(self._new_index, self._settings.tier1.segment_bytes // 8)
+        self._effects = CommitEffects(self._parts.read_index, self._parts.tier1_coalesce_bytes)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -103,10 +106,6 @@ class SegmentContainer(ContainerGauges):
     def _read_indexes(self) -> Iterable[SegmentReadIndex]:
         return self._effects.indexes.values()
 
-    def _new_index(self) -> SegmentReadIndex:
-        manager = self._cache_manager
-        return SegmentReadIndex(manager.cache, manager.clock, self._settings.cache.max_entry_bytes)
-
     async def start(self) -> None:
         """Recover from Tier 1 and start accepting operations; a failure leaves it offline."""
         self._reset()
@@ -116,31 +115,28 @@ class SegmentContainer(ContainerGauges):
         started = time.monotonic()
         self.recovery = RecoveryStats()
         try:
-            self._data_log = self._data_log_factory()
+            self._data_log = self._parts.data_log(self.id)
             epoch = await self._data_log.open()
             # Built before replay so that replayed merges and deletes queue up in it.
-            self._writer = StorageWriter(
-                self.id, epoch, self._tier2.storage, self._settings.storage_writer, self
-            )
+            self._writer = self._parts.writer(self.id, epoch, self)
             self._effects.writer = self._writer
             self._durable = await replay(
                 self.id, epoch, self._data_log, self._restore, self._effects.replay, self.recovery
             )
-            self._durable.time_index_interval = self._settings.store.time_index_interval_bytes
+            self._durable.time_index_interval = self._settings.time_index_interval_bytes
             accepted = self._durable.copy()
             # From here on only the accepted copy keeps the time indexes.
             self._durable.keeps_time_index = False
             for segment in self._durable.segments.values():
                 segment.time_index = SegmentTimeIndex()
-            self._log = DurableLog(
+            self._log = self._parts.operation_log(
                 self.id,
                 self._data_log,
                 accepted,
-                self._settings.durable_log,
-                self._commit,
-                self._effects.retention.needed_sequence,
-                self._on_log_failure,
-                self._cache_manager.release,
+                commit=self._commit,
+                needed_sequence=self._effects.retention.needed_sequence,
+                on_failure=self._on_log_failure,
+                release=self._cache_manager.release,
             )
             # Before anything is served: bytes that Tier 2 got after the last checkpoint are
             # neither in the replayed index nor below the checkpointed storage lengths.
@@ -154,13 +150,12 @@ class SegmentContainer(ContainerGauges):
                 lambda: self._durable,
                 self._time_lookup,
                 self.truncate,
-                self._settings.store.retention_check_interval_ms,
+                self._settings.retention_check_interval_ms,
             )
             self._retention_enforcer.start()
-        except (DataLogError, LogReplayError, FrameFormatError, Tier2Error) as error:
-            await self._go_offline(error)
-            return
-        except SegmentStoreError as error:  # Tier 2 holds more than Tier 1 knows of
+        except (DataLogError, Tier2Error, SegmentStoreError) as error:
+            # Corruption and a Tier 2 ahead of Tier 1 are ContainerFailureErrors (permanent);
+            # the supervisor judges from failure_error whether another recovery may help.
             await self._go_offline(error)
             return
         except CacheFullError as error:
@@ -226,7 +221,7 @@ class SegmentContainer(ContainerGauges):
     # -- applying committed operations ----------------------------------------------------
 
     def _restore(self, metadata: ContainerMetadata) -> None:
-        metadata.time_index_interval = self._settings.store.time_index_interval_bytes
+        metadata.time_index_interval = self._settings.time_index_interval_bytes
         self._effects.restore(metadata)
 
     def _commit(self, ops: list[Operation]) -> None:
@@ -308,7 +303,19 @@ class SegmentContainer(ContainerGauges):
         return segment
 
     def _info(self, name: str) -> SegmentInfo:
-        return SegmentInfo.of(self._segment(name), self.id)
+        segment = self._segment(name)
+        return SegmentInfo(
+            name=segment.name,
+            container=self.id,
+            start_offset=segment.start_offset,
+            length=segment.length,
+            storage_length=segment.storage_length,
+            sealed=segment.sealed,
+            created_ms=segment.created_ms,
+            last_modified_ms=segment.last_modified_ms,
+            retention=dict(segment.retention),
+            attributes=dict(segment.attributes),
+        )
 
     async def create_segment(
         self,

@@ -10,16 +10,15 @@ Tier 1 knows of. Those stay offline with their message until someone acts; every
 
 from __future__ import annotations
 
-from segmentstore.errors import InsufficientStorageError, SegmentStoreError
-from segmentstore.logs.data_frame import FrameFormatError
-from segmentstore.logs.operations import LogReplayError
+from segmentstore.contracts.errors import ContainerFailureError, InsufficientStorageError
 from segmentstore.tier1 import DataLogCorruptionError, DataLogFencedError, DataLogWriteError
 from segmentstore.tier2 import FencedError
 
+# ContainerFailureError: a corrupt frame, an operation that does not replay, a Tier 2 ahead of
+# Tier 1. The storage leaves' own: a corrupt Tier 1 record, a newer owner in Tier 1 or Tier 2.
 _PERMANENT: tuple[type[BaseException], ...] = (
+    ContainerFailureError,
     DataLogCorruptionError,
-    FrameFormatError,
-    LogReplayError,
     DataLogFencedError,
     FencedError,
 )
@@ -27,11 +26,7 @@ _PERMANENT: tuple[type[BaseException], ...] = (
 
 def is_permanent(error: BaseException | None) -> bool:
     """Whether recovering the container again can never get past ``error``."""
-    if isinstance(error, _PERMANENT):
-        return True
-    # Reconciling with Tier 2 raises the root error itself when Tier 2 holds more of a segment
-    # than Tier 1 knows of: acknowledged data was lost from Tier 1, and a person must look.
-    return type(error) is SegmentStoreError
+    return isinstance(error, _PERMANENT)
 
 
 def is_out_of_space(error: BaseException | None) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from segmentstore.containers.retention import RetentionEnforcer
 from segmentstore.metadata.container_metadata import ContainerMetadata
 from segmentstore.tier1 import DurableDataLog
-from segmentstore.writer.storage_writer import StorageWriter
+from segmentstore.writer.writer import Writer
 
 
 class ContainerGauges:
@@ -14,7 +14,7 @@ class ContainerGauges:
 
     _durable: ContainerMetadata
     _data_log: DurableDataLog | None
-    _writer: StorageWriter | None
+    _writer: Writer | None
     _retention_enforcer: RetentionEnforcer | None
 
     @property
@@ -34,7 +34,7 @@ class ContainerGauges:
         return 0 if self._writer is None else self._writer.lag_bytes
 
     @property
-    def storage_writer(self) -> StorageWriter | None:
+    def storage_writer(self) -> Writer | None:
         return self._writer
 
     @property

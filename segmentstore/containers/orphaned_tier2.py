@@ -28,6 +28,7 @@ from pathlib import Path
 
 from segmentstore.containers.tier1_logs import tier1_log
 from segmentstore.containers.tier2_rebuild import rebuild_from_tier2
+from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.data_dir import (
     IDENTITY_FILE,
     TIER1_DIR,
@@ -35,7 +36,6 @@ from segmentstore.data_dir import (
     container_tier1_dir,
     sync_directory,
 )
-from segmentstore.errors import InvalidArgumentError
 from segmentstore.settings import Settings
 from segmentstore.tier2 import ChunkStorage, SegmentReader, Tier2Error
 
@@ -76,7 +76,7 @@ async def adopt_orphaned_tier2(storage: ChunkStorage, settings: Settings) -> Non
     if not settings.store.rebuild_from_tier2:
         raise InvalidArgumentError(_refusal(data_dir, uri, missing, containers, held))
     await asyncio.to_thread(_begin, data_dir, containers)
-    local_log = functools.partial(tier1_log, settings, None)
+    local_log = functools.partial(tier1_log, data_dir, settings.tier1, None)
     report = await rebuild_from_tier2(storage, uri, containers, local_log, settings.durable_log)
     report.log_lines()
     path = await asyncio.to_thread(report.write, data_dir)

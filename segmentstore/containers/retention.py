@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from segmentstore.errors import SegmentStoreError
+from segmentstore.contracts.errors import SegmentStoreError
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.reading.time_lookup import TimeLookup
 from segmentstore.tier2 import Tier2Error

@@ -15,7 +15,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from segmentstore.errors import InvalidArgumentError
+from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.tier1 import DataLogError, DataLogWriteError
 from segmentstore.tier1.signing import Signer
 from segmentstore.tier2 import ChunkStorage, Tier2Error, Tier2UnavailableError

@@ -43,7 +43,7 @@ class ContainerSupervisor:
         self._owned = owned
         self._restart = restart
         self._min_s = settings.recovery_retry_min_ms / 1000
-        self._max_s = max(settings.recovery_retry_max_ms, settings.recovery_retry_min_ms) / 1000
+        self._max_s = settings.recovery_retry_max_ms / 1000  # validated: not below min
         self._room_bytes = settings.recovery_room_bytes
         self._delay_s: dict[int, float] = {}
         self._next_at: dict[int, float] = {}

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.data_dir import container_tier1_dir
-from segmentstore.errors import InvalidArgumentError
-from segmentstore.settings import JetStreamSettings, Settings
+from segmentstore.settings import JetStreamSettings, Tier1Settings
 from segmentstore.tier1 import DataLogError, DataLogWriteError, DurableDataLog
 from segmentstore.tier1.local import LocalDurableDataLog
 
@@ -50,15 +50,14 @@ def jetstream_options(settings: JetStreamSettings) -> JetStreamOptions:
 
 
 def tier1_log(
-    settings: Settings, jetstream: JetStreamOptions | None, container_id: int
+    data_dir: Path, tier1: Tier1Settings, jetstream: JetStreamOptions | None, container_id: int
 ) -> DurableDataLog:
     """Container ``container_id``'s Tier 1 log (not opened)."""
     if jetstream is not None:
         from segmentstore.tier1.jetstream import JetStreamDurableDataLog
 
         return JetStreamDurableDataLog(jetstream, container_id)
-    directory = container_tier1_dir(settings.store.data_dir, container_id)
-    tier1 = settings.tier1
+    directory = container_tier1_dir(data_dir, container_id)
     return LocalDurableDataLog(
         directory, segment_bytes=tier1.segment_bytes, segment_ms=tier1.segment_ms
     )

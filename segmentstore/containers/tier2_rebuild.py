@@ -20,9 +20,9 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 
-from segmentstore.containers.mapping import container_of
 from segmentstore.containers.rebuild_report import ContainerRebuild, RebuildReport, RebuiltSegment
-from segmentstore.errors import InvalidArgumentError
+from segmentstore.contracts.errors import InvalidArgumentError
+from segmentstore.contracts.mapping import container_of
 from segmentstore.logs.durable_log import DurableLog
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.settings import DurableLogSettings

@@ -16,6 +16,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from segmentstore.contracts.errors import DataCorruptionError
 from segmentstore.logs.operation_codec import decode
 from segmentstore.logs.operations import (
     APPEND_HEADER,
@@ -38,7 +39,7 @@ _MIN_USEFUL_ROOM = 64  # do not start an entry in a frame with less room than th
 _WHOLE_APPEND = struct.Struct(_ENTRY.format + APPEND_HEADER.format.lstrip("<"))
 
 
-class FrameFormatError(Exception):
+class FrameFormatError(DataCorruptionError):
     """A frame that Tier 1 returned intact does not parse: a bug or a foreign log."""
 
 
@@ -74,12 +75,15 @@ class DataFrameBuilder:
         framing an append."""
         pack = _WHOLE_APPEND.pack
         max_size = self._max
+        # add() starts a new frame below this much room even for an append that would fit:
+        # the shortcut must do the same, or the two would frame a window differently.
+        full_above = max_size - _ENTRY.size - _MIN_USEFUL_ROOM
         for op in ops:
             frame = self._current
             if type(op) is AppendOperation and op.writer_id is None and frame is not None:
                 total = APPEND_HEADER.size + op.size
                 size = frame.size + _ENTRY.size + total
-                if total < _COPY_BELOW and size <= max_size:
+                if total < _COPY_BELOW and size <= max_size and frame.size <= full_above:
                     frame.pending += (
                         pack(total, _WHOLE, APPEND_KIND, op.sequence, op.segment_id,
                              op.offset, op.time_ms, -1, 0),

@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from segmentstore.errors import (
+from segmentstore.contracts.errors import (
     ContainerUnavailableError,
     InsufficientStorageError,
     SegmentStoreError,
@@ -256,6 +256,8 @@ class DurableLog:
                 try:
                     written = op.prepare(accepted)
                 except SegmentStoreError as error:
+                    if not error.on_the_wire:
+                        raise  # the metadata is inconsistent, not the request wrong: fail
                     op.refusal = error
                     continue
                 if written:
@@ -286,9 +288,9 @@ class DurableLog:
             self._checkpoint_pending = True
 
     def _on_frame_done(self, frame: Frame, future: asyncio.Future[int]) -> None:
+        error = future.exception()  # retrieved even after a failure: the log fails them all
         if self._failure is not None:
             return
-        error = future.exception()
         if error is not None:
             self._fail(error)
             return
@@ -373,7 +375,7 @@ class DurableLog:
         failure = self._failure
         if isinstance(failure, DataLogWriteError) and failure.out_of_space:
             return InsufficientStorageError(f"Tier 1 is out of space: {failure}")
-        if isinstance(failure, SegmentStoreError):
+        if isinstance(failure, SegmentStoreError) and failure.on_the_wire:
             return failure
         if failure is None and not self._closing:
             # A replicated Tier 1 retrying through a leader election: what is queued waits for

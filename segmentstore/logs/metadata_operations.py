@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from segmentstore.errors import (
+from segmentstore.contracts.attributes import AttributeUpdate, resolve_updates
+from segmentstore.contracts.errors import (
     InvalidArgumentError,
     OffsetBeyondEndError,
     SegmentExistsError,
     SegmentSealedError,
     SegmentTruncatedError,
 )
+from segmentstore.contracts.names import transaction_parent
 from segmentstore.logs.operations import (
     Kind,
     LogReplayError,
@@ -21,9 +23,7 @@ from segmentstore.logs.operations import (
     segment_by_id,
     segment_named,
 )
-from segmentstore.metadata.attributes import AttributeUpdate, resolve_updates
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
-from segmentstore.names import transaction_parent
 
 
 class CreateSegmentOperation(Operation):

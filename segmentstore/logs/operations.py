@@ -20,15 +20,16 @@ import struct
 from enum import IntEnum
 from typing import Any, ClassVar
 
-from segmentstore.errors import (
+from segmentstore.contracts.errors import (
     BadOffsetError,
+    DataCorruptionError,
     SegmentNotFoundError,
     SegmentSealedError,
     SegmentStoreError,
     WriterSeqMismatchError,
 )
+from segmentstore.contracts.segment_info import AppendResult
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
-from segmentstore.segment_info import AppendResult
 
 Buffer = bytes | bytearray | memoryview
 
@@ -52,7 +53,7 @@ class Kind(IntEnum):
 APPEND_KIND = int(Kind.APPEND)  # a plain int: an enum member costs a lookup on every append
 
 
-class LogReplayError(Exception):
+class LogReplayError(DataCorruptionError):
     """A replayed operation does not fit the metadata it is applied to: the log is inconsistent."""
 
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from segmentstore.cache import Cache, CacheStats
-from segmentstore.errors import ThrottledError
+from segmentstore.contracts.errors import ThrottledError
 from segmentstore.reading.read_index import GenerationClock, SegmentReadIndex
 
 IndexSource = Callable[[], Iterable[SegmentReadIndex]]

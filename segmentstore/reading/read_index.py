@@ -9,11 +9,19 @@ never bytes that exist only in Tier 1.
 
 Tail readers park on a future that the segment's next change (append, seal, merge, delete)
 completes.
+
+What a caller may rely on, and must uphold: entries never overlap, so a byte has at most one
+home. :meth:`SegmentReadIndex.append` takes bytes only at or past the end of the last entry (a
+gap before them is allowed: what lies there is in Tier 2 or truncated), and
+:meth:`SegmentReadIndex.insert_fetched` only inside a gap; either refuses anything else with
+``ValueError`` and changes nothing, since such a call is a bug in the caller that would
+otherwise serve wrong bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from segmentstore.cache import Cache
 from segmentstore.logs.operations import Buffer
@@ -57,12 +65,16 @@ class SegmentReadIndex:
     # -- writes ---------------------------------------------------------------------------
 
     def append(self, offset: int, data: Buffer) -> None:
-        """Index ``data`` at ``offset``; raises ``CacheFullError`` (changing nothing) if the
-        cache has no room, which the caller's reservation is meant to rule out."""
+        """Index ``data`` at ``offset``, at or past the end of the last entry (else
+        ``ValueError``), and wake the tail readers; raises ``CacheFullError`` (changing nothing)
+        if the cache has no room, which the caller's reservation is meant to rule out."""
         last = self._tree.last()
         if last is not None:
             start, entry = last
-            if start + entry.length == offset and entry.length + len(data) <= self._max_entry:
+            end = start + entry.length
+            if offset < end:
+                raise ValueError(f"an append at {offset} overlaps the bytes indexed up to {end}")
+            if end == offset and entry.length + len(data) <= self._max_entry:
                 self._cache.append(entry.address, data)
                 entry.length += len(data)
                 entry.generation = self._clock.now
@@ -73,7 +85,17 @@ class SegmentReadIndex:
         self.notify()
 
     def insert_fetched(self, offset: int, data: bytes) -> None:
-        """Cache bytes fetched from Tier 2 at ``offset``, which must lie in a gap."""
+        """Cache bytes fetched from Tier 2 at ``offset``: ``[offset, offset + len(data))`` must
+        lie in a gap (else ``ValueError``); ``CacheFullError`` if the cache has no room. Tail
+        readers are not woken: these bytes were readable already."""
+        below = self._tree.floor(offset)
+        if below is not None and below[0] + below[1].length > offset:
+            raise ValueError(f"bytes fetched at {offset} overlap the entry at {below[0]}")
+        above = self._tree.ceiling(offset + 1)
+        if above is not None and above[0] < offset + len(data):
+            raise ValueError(
+                f"bytes fetched at {offset}+{len(data)} overlap the entry at {above[0]}"
+            )
         address = self._cache.insert(data)
         self._tree.insert(offset, IndexEntry(address, len(data), self._clock.now))
 
@@ -232,3 +254,8 @@ class GenerationClock:
 
     def __init__(self) -> None:
         self.now = 0
+
+
+# Builds the read index of one segment (a container calls it for every segment it creates or
+# recovers): Pravega's ReadIndexFactory, per segment.
+ReadIndexFactory = Callable[[], SegmentReadIndex]

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from segmentstore.errors import SegmentStoreError
+from segmentstore.contracts.errors import Tier2ReconciliationError
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.settings import StorageWriterSettings
 from segmentstore.tier2 import (
@@ -285,9 +285,8 @@ class StorageWriter:
                     self._dirty.setdefault(segment.id, time.monotonic())
                 continue
             if manifest.storage_length > segment.length:
-                raise SegmentStoreError(
-                    f"Tier 2 holds {manifest.storage_length} bytes of {segment.name!r}, more"
-                    f" than its length {segment.length}: Tier 1 lost acknowledged data"
+                raise Tier2ReconciliationError(
+                    segment.name, manifest.storage_length, segment.length
                 )
             self._host.storage_advanced(segment.id, manifest.storage_length)
             if manifest.sealed:
@@ -308,6 +307,9 @@ class StorageWriter:
         flusher = self._flusher(segment)
         if flusher.manifest is None:
             await asyncio.to_thread(flusher.load)
+            # Reloaded after a failed step: a write whose answer was lost may have landed, and
+            # Tier 2 then holds more than the container was told.
+            self._host.storage_advanced(segment_id, flusher.storage_length)
         end = segment.length if upto is None else upto
         metadata = self._host.durable_metadata
         while True:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-import segmentstore.errors as e
+import segmentstore.contracts.errors as e
 from segmentstore.api.errors import STATUS, error_response
-from segmentstore.errors import SegmentStoreError, leaf_error_classes
+from segmentstore.contracts.errors import SegmentStoreError, leaf_error_classes
 
 # docs/api.md, Errors: status -> codes.
 API_STATUSES = {

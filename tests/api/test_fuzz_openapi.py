@@ -23,7 +23,7 @@ from schemathesis import GenerationMode
 
 from segmentstore import SegmentStore
 from segmentstore.api.app import create_app
-from segmentstore.errors import leaf_error_classes
+from segmentstore.contracts.errors import leaf_error_classes
 
 from .conftest import LiveServer, frame
 

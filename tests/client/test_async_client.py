@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-import segmentstore.errors as e
+import segmentstore.contracts.errors as e
 from segmentstore.client import AsyncSegmentStoreClient, RetryPolicy, SegmentStoreClient
 
 from .conftest import FlakyProxy, LiveServer

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-import segmentstore.errors as e
+import segmentstore.contracts.errors as e
 from segmentstore.api.errors import error_response
 from segmentstore.client import RetryPolicy, SegmentStoreClient
 from segmentstore.client.errors import error_from_response
 from segmentstore.containers.status import ContainerStatus
-from segmentstore.errors import SegmentStoreError, leaf_error_classes
+from segmentstore.contracts.errors import SegmentStoreError, leaf_error_classes
 from segmentstore.tier1 import DataLogCorruptionError
 
 from .conftest import FlakyProxy, LiveServer

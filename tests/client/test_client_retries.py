@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-import segmentstore.errors as e
+import segmentstore.contracts.errors as e
 from segmentstore.client import RetryPolicy, SegmentStoreClient
 from segmentstore.client.retry import retry_after_s
 

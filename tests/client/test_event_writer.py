@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-import segmentstore.errors as e
+import segmentstore.contracts.errors as e
 from segmentstore.client import (
     AsyncSegmentStoreClient,
     BlockingEventWriter,

@@ -15,7 +15,7 @@ from segmentstore.client import AsyncSegmentStoreClient, SegmentStoreClient
 from segmentstore.client.calls import Call
 from segmentstore.client.http1_transport import Http1Transport
 from segmentstore.client.owners import OwnerMap
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 

@@ -16,7 +16,7 @@ from raw_http import answer, connect, head, open_sockets, resident_bytes, wait_s
 from store_cluster import StoreCluster
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 

@@ -16,7 +16,7 @@ import nats
 import pytest
 from store_cluster import StoreCluster
 
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 

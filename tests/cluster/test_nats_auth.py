@@ -39,7 +39,7 @@ from store_cluster import StoreCluster
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.client import SegmentStoreClient
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 

@@ -13,8 +13,8 @@ from store_checks import flush, read_all
 
 from segmentstore import SegmentStore
 from segmentstore.containers.status import ContainerStatus
+from segmentstore.contracts.errors import InsufficientStorageError, ThrottledError
 from segmentstore.drill.small_disk import SmallDisk
-from segmentstore.errors import InsufficientStorageError, ThrottledError
 
 NAME = "scope/stream/0"
 

@@ -18,7 +18,7 @@ from helm_chart import render, start_pod, stop_gracefully
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.client import SegmentStoreClient
-from segmentstore.errors import SegmentStoreError
+from segmentstore.contracts.errors import SegmentStoreError
 
 pytestmark = [pytest.mark.integration]
 

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from segmentstore import SegmentStore
-from segmentstore.containers.mapping import container_of
-from segmentstore.errors import SegmentExistsError
+from segmentstore.contracts.errors import SegmentExistsError
+from segmentstore.contracts.mapping import container_of
 
 CONTAINERS = 4
 # Small enough that a run of a second or two rolls Tier 1 files, spans frames with the large

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from segmentstore import SegmentStore
-from segmentstore.errors import SegmentExistsError
+from segmentstore.contracts.errors import SegmentExistsError
 
 from .crash_writer import encode_record
 

@@ -36,7 +36,7 @@ import pytest
 from served_store import ServedStore
 
 from segmentstore.client import AsyncSegmentStoreClient, RetryPolicy, SegmentStoreClient
-from segmentstore.errors import SegmentExistsError
+from segmentstore.contracts.errors import SegmentExistsError
 
 from .crash_writer import RecordError, decode_record, encode_record
 

@@ -18,7 +18,7 @@ import pytest
 from served_store import ServedStore
 
 from segmentstore import SegmentStore
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 SEGMENT = "probes/long-tail"
 HOME = container_of(SEGMENT, 4)

@@ -10,7 +10,7 @@ import pytest
 from faults import fail_processing_of
 
 from segmentstore import ContainerUnavailableError, SegmentStore
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 NAME = "scope/stream/0"  # container 3 of 4
 

@@ -23,9 +23,9 @@ import pytest
 from store_checks import flush
 
 from segmentstore import InvalidArgumentError, SegmentNotFoundError, SegmentStore
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.events import HEADER as EVENT_HEADER
+from segmentstore.contracts.mapping import container_of
 from segmentstore.metadata.time_index import SegmentTimeIndex
-from segmentstore.reading.events import HEADER as EVENT_HEADER
 from segmentstore.tier2 import (
     ChunkInfo,
     InvalidManifestError,

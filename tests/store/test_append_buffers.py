@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 
 from segmentstore import SegmentStore
-from segmentstore.reading.events import encode as encode_events
+from segmentstore.contracts.events import encode as encode_events
 
 
 async def test_any_buffer_is_appended_by_its_bytes(store: SegmentStore) -> None:

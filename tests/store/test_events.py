@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from segmentstore import InvalidEventsError, SegmentStore
-from segmentstore.reading.events import count, encode
+from segmentstore.contracts.events import count, encode
 
 
 async def test_batches_append_atomically_and_read_back_whole(store: SegmentStore) -> None:

@@ -27,7 +27,7 @@ from segmentstore import (
     ThrottledError,
     UpdateType,
 )
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 
 async def read_all(store: SegmentStore, name: str, offset: int = 0) -> bytes:

@@ -4,7 +4,6 @@ contract suite runs against each of them, and a check that no exception goes unr
 from __future__ import annotations
 
 import asyncio
-import gc
 import itertools
 import os
 import resource
@@ -17,6 +16,10 @@ from typing import Any, TypeVar
 
 import nats
 import pytest
+from fault_injection import FaultInjector
+from flaky_tier1 import FlakyDataLog
+from loop_checks import every_exception_retrieved
+from memory_tier1 import InMemoryDataLog, InMemoryTier1
 from nats.js.errors import NotFoundError
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
@@ -29,17 +32,8 @@ _PREFIXES = itertools.count()
 
 @pytest.fixture(autouse=True)
 async def _every_exception_retrieved() -> AsyncIterator[None]:
-    """Fail a test that leaves an exception nobody retrieved ("Future exception was never
-    retrieved"): the loop reports those to its handler, not as warnings, so failure paths must
-    consume the futures they fail."""
-    loop = asyncio.get_running_loop()
-    unretrieved: list[dict[str, Any]] = []
-    previous = loop.get_exception_handler()
-    loop.set_exception_handler(lambda _, context: unretrieved.append(context))
-    yield
-    gc.collect()  # futures that died in reference cycles report now
-    loop.set_exception_handler(previous)
-    assert not unretrieved, [context.get("message") for context in unretrieved]
+    async with every_exception_retrieved():
+        yield
 
 
 class LogHarness:
@@ -158,14 +152,39 @@ async def _limit_stream(servers: tuple[str, ...], stream: str, max_bytes: int) -
         await client.close()
 
 
+class MemoryHarness(LogHarness):
+    """The in-memory double of tests/support, held to the same contract; with ``flaky``, inside
+    the fault-injecting wrapper with no fault set, which must change nothing."""
+
+    def __init__(self, flaky: bool = False) -> None:
+        self.name = "flaky-memory" if flaky else "memory"
+        self.medium = InMemoryTier1()
+        self.flaky = flaky
+
+    def new_log(self) -> DurableDataLog:
+        log = InMemoryDataLog(self.medium)
+        return FlakyDataLog(log, FaultInjector()) if self.flaky else log
+
+    @contextmanager
+    def failing_writes(self) -> Iterator[None]:
+        self.medium.refuse_writes = True
+        try:
+            yield
+        finally:
+            self.medium.refuse_writes = False
+
+
 # Another implementation joins the contract suite by adding its harness here.
-HARNESSES = ("jetstream", "local")
+HARNESSES = ("jetstream", "local", "memory", "flaky-memory")
 
 
 @pytest.fixture(params=HARNESSES)
 async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[LogHarness]:
     if request.param == "local":
         yield LocalHarness(tmp_path)
+        return
+    if request.param in ("memory", "flaky-memory"):
+        yield MemoryHarness(flaky=request.param == "flaky-memory")
         return
     jetstream = JetStreamHarness(request.getfixturevalue("jetstream_cluster"))
     yield jetstream

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fault_injection import FaultInjector
+from flaky_tier2 import FlakyChunkStorage
+from memory_tier2 import InMemoryTier2
 from moto.server import ThreadedMotoServer
 
 from segmentstore.tier2 import ChunkStorage, Tier2UnavailableError, open_chunk_storage
@@ -137,9 +140,33 @@ class HdfsHarness(StorageHarness):
         return open_chunk_storage(self.uri)
 
 
+class MemoryHarness(StorageHarness):
+    """The in-memory double of tests/support, held to the same contract as the backends."""
+
+    name = "memory"
+    atomic_conditional_writes = True
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        self.location = InMemoryTier2()
+
+    def open(self) -> ChunkStorage:
+        return self.location.client()
+
+
+class FlakyMemoryHarness(MemoryHarness):
+    """The fault-injecting wrapper with no fault set, which must change nothing."""
+
+    name = "flaky-memory"
+
+    def open(self) -> ChunkStorage:
+        return FlakyChunkStorage(self.location.client(), FaultInjector())
+
+
 # Another backend joins every Tier 2 suite by adding its harness here.
 HARNESSES: dict[str, Callable[[pytest.FixtureRequest, Path], StorageHarness]] = {
     "file": FileHarness,
+    "memory": MemoryHarness,
+    "flaky-memory": FlakyMemoryHarness,
     "s3": S3Harness,
     "hdfs": HdfsHarness,
 }

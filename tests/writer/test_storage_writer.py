@@ -18,7 +18,7 @@ import pytest
 from store_checks import flush, read_all
 from tier2_cli import parse_ls, wait_until
 
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 
 from .writer_harness import (
     WRITER,

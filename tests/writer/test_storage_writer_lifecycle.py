@@ -24,7 +24,7 @@ from segmentstore import (
     ContainerUnavailableError,
     SegmentStore,
 )
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 from segmentstore.tier2 import (
     FencedError,
     ManifestStore,

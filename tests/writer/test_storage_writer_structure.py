@@ -18,7 +18,7 @@ from segmentstore import (
     SegmentNotFoundError,
     SegmentTruncatedError,
 )
-from segmentstore.containers.mapping import container_of
+from segmentstore.contracts.mapping import container_of
 from segmentstore.tier2 import (
     segment_key,
 )

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from segmentstore.containers.mapping import (
+from segmentstore.contracts.mapping import (
     CONTAINER_HASH_SEED,
     consistent_hash,
     container_of,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from segmentstore.errors import InvalidEventsError
+from segmentstore.contracts.errors import InvalidEventsError
 
 HEADER = struct.Struct(">ii")
 EVENT_TYPE = 0

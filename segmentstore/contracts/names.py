@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from segmentstore.errors import InvalidArgumentError, InvalidNameError
+from segmentstore.contracts.errors import InvalidArgumentError, InvalidNameError
 
 TRANSACTION_MARKER = "#transaction."
 _NAME_CHARS = re.compile(r"[A-Za-z0-9._\-~/#]{1,255}")

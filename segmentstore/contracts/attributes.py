@@ -6,8 +6,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from segmentstore.errors import BadAttributeUpdateError, InvalidArgumentError
-from segmentstore.names import INT64_MAX, INT64_MIN, validate_attribute_key, validate_int64
+from segmentstore.contracts.errors import BadAttributeUpdateError, InvalidArgumentError
+from segmentstore.contracts.names import (
+    INT64_MAX,
+    INT64_MIN,
+    validate_attribute_key,
+    validate_int64,
+)
 
 
 class UpdateType(StrEnum):

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the client imports these results without the store's code
-    from segmentstore.metadata.container_metadata import SegmentMetadata
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,21 +18,6 @@ class SegmentInfo:
     last_modified_ms: int
     retention: dict[str, int] = field(default_factory=dict)
     attributes: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, segment: SegmentMetadata, container: int) -> SegmentInfo:
-        return cls(
-            name=segment.name,
-            container=container,
-            start_offset=segment.start_offset,
-            length=segment.length,
-            storage_length=segment.storage_length,
-            sealed=segment.sealed,
-            created_ms=segment.created_ms,
-            last_modified_ms=segment.last_modified_ms,
-            retention=dict(segment.retention),
-            attributes=dict(segment.attributes),
-        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

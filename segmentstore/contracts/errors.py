@@ -21,10 +21,18 @@
     ├── InvalidEventsError                 invalid_events
     ├── ThrottledError                     throttled              (retry_after_ms)
     ├── ContainerUnavailableError          container_unavailable  (container, retry_after_ms)
-    └── InsufficientStorageError           insufficient_storage
+    ├── InsufficientStorageError           insufficient_storage
+    └── ContainerFailureError              never on the wire: why a container stopped for good
+        ├── DataCorruptionError            Tier 1 holds what cannot have been written
+        │   ├── FrameFormatError               (logs/data_frame.py) a frame that does not parse
+        │   └── LogReplayError                 (logs/operations.py) an operation that does not fit
+        └── Tier2ReconciliationError       Tier 2 holds more of a segment than Tier 1 knows of
 
 Each leaf carries its fields as attributes; :meth:`SegmentStoreError.fields` lists them for the
-wire, so no caller has to parse a message.
+wire, so no caller has to parse a message. A :class:`ContainerFailureError` is the reason a
+container went offline and stays there until someone acts; requests to that container are
+answered ``ContainerUnavailableError`` with its message, so it is never sent itself
+(``on_the_wire`` is false, and :func:`leaf_error_classes` leaves it out).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from typing import Any, ClassVar
 class SegmentStoreError(Exception):
     code: ClassVar[str] = "internal"
     _field_names: ClassVar[tuple[str, ...]] = ()
+    on_the_wire: ClassVar[bool] = True
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -222,13 +231,44 @@ class InsufficientStorageError(SegmentStoreError):
     code = "insufficient_storage"
 
 
+class ContainerFailureError(SegmentStoreError):
+    """Why a container stopped for good: recovering it again cannot get past this."""
+
+    code = "container_failed"
+    on_the_wire = False
+
+
+class DataCorruptionError(ContainerFailureError):
+    """Tier 1 holds a record that passed its checksum but cannot have been written by a
+    correct owner: the container stops rather than guess."""
+
+    code = "data_corruption"
+
+
+class Tier2ReconciliationError(ContainerFailureError):
+    """Tier 2 holds more of a segment than Tier 1 says it has: acknowledged data was lost from
+    Tier 1, and a person must look."""
+
+    code = "tier2_ahead_of_tier1"
+
+    def __init__(self, name: str, tier2_length: int, length: int) -> None:
+        super().__init__(
+            f"Tier 2 holds {tier2_length} bytes of {name!r}, more than its length {length}:"
+            " Tier 1 lost acknowledged data"
+        )
+        self.name = name
+        self.tier2_length = tier2_length
+        self.length = length
+
+
 def leaf_error_classes() -> list[type[SegmentStoreError]]:
-    """Every concrete error class (for the HTTP mapping and the test that checks it is total)."""
+    """Every error class an answer can carry (for the HTTP mapping and the test that checks it
+    is total, and for the client, which rebuilds them from their codes)."""
     found: list[type[SegmentStoreError]] = []
     pending: list[type[SegmentStoreError]] = [SegmentStoreError]
     while pending:
         cls = pending.pop()
-        subclasses = cls.__subclasses__()
+        subclasses = [sub for sub in cls.__subclasses__() if sub.on_the_wire]
         if not subclasses and cls is not SegmentStoreError:
             found.append(cls)
         pending.extend(subclasses)
