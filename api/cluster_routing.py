@@ -65,8 +65,14 @@ _RETRY_MS = 1000
 _UNPROVEN_LOG_EVERY_S = 60.0
 
 
-class ClientGone(Exception):
-    """The client went away before its whole body arrived."""
+_CLIENT_GONE = "the client went away before its whole body arrived"
+
+
+class ClientGone(SegmentStoreError):
+    """The client went away before its whole body arrived: there is no one left to answer."""
+
+    code = "client_gone"
+    on_the_wire = False
 
 
 class ClusterRouting:
@@ -226,7 +232,7 @@ async def _request_body(receive: Receive, stopped: list[Exception]) -> bytes | A
     client went away, or it outgrew its limit) raises, after putting why in ``stopped``."""
     first: Message = await receive()
     if first["type"] == "http.disconnect":
-        stopped.append(ClientGone())
+        stopped.append(ClientGone(_CLIENT_GONE))
         raise stopped[0]
     if not first.get("more_body", False):
         return bytes(first.get("body", b""))
@@ -245,7 +251,7 @@ async def _rest(first: bytes, receive: Receive, stopped: list[Exception]) -> Asy
         if message["type"] == "http.disconnect":
             # Raised, not returned: returning would end the request to the owner as if the
             # body were complete, and the owner would apply the part that came.
-            stopped.append(ClientGone())
+            stopped.append(ClientGone(_CLIENT_GONE))
             raise stopped[0]
         body = message.get("body", b"")
         if body:

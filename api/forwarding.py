@@ -32,6 +32,7 @@ from segmentstore.cluster.secret import (
     OWNER_SIGNATURE,
     ClusterSecret,
 )
+from segmentstore.contracts.errors import SegmentStoreError
 
 # Headers of one connection, or the cluster's own, never passed on from a client.
 HOP_BY_HOP = frozenset(
@@ -43,8 +44,12 @@ HOP_BY_HOP = frozenset(
 _MAX_WAIT_S = 60.0
 
 
-class PeerBusy(Exception):
-    """As many requests as the cap allows are already under way to this peer."""
+class PeerBusy(SegmentStoreError):
+    """As many requests as the cap allows are already under way to this peer (answered as the
+    container being unavailable, so never sent itself)."""
+
+    code = "peer_busy"
+    on_the_wire = False
 
 
 class ForwardingSession:
@@ -144,7 +149,7 @@ class ForwardingSession:
     async def _slot(self, base_url: str) -> AsyncIterator[None]:
         if self._under_way.get(base_url, 0) >= self.max_per_peer:
             self.refused_busy += 1
-            raise PeerBusy(base_url)
+            raise PeerBusy(f"{self.max_per_peer} requests are already under way to {base_url}")
         self._under_way[base_url] = self._under_way.get(base_url, 0) + 1
         try:
             yield
