@@ -44,9 +44,12 @@ from segmentstore.tier1.jetstream.options import JetStreamOptions
 
 log = logging.getLogger(__name__)
 
-WRONG_LAST_SEQUENCE = 10071
-# "maximum bytes exceeded", "insufficient resources": the stream or the servers are full
-OUT_OF_SPACE = {10077, 10023}
+# Answers that say the message may yet be stored, or was not stored for now: probe and send
+# again. A broken chain (10071, and 10164 as newer servers say it), and a message whose id is
+# still being stored from an earlier send (10158: a retry that overtook its original).
+UNSETTLED = {10071, 10164, 10158}
+INSUFFICIENT_RESOURCES = 10023
+STORE_FAILED = 10077  # the stream's store refused: full ("maximum bytes exceeded"), or closed
 _PROBE_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
@@ -201,17 +204,14 @@ class Publisher:
             self._acknowledge(message, int(answer["seq"]))
             return
         code = error.get("err_code")
-        if code in OUT_OF_SPACE:
+        description = str(error.get("description") or "")
+        if _out_of_space(code, description):
             # As a full disk would: the record is refused, and so is every one after it.
-            self.fail(
-                DataLogWriteError(
-                    f"JetStream is out of space: {error.get('description')}", errno.ENOSPC
-                )
-            )
-        elif code == WRONG_LAST_SEQUENCE or error.get("code") == 503:
-            self._note_trouble(message)  # a broken chain (collateral, a lost ack, a fence)
+            self.fail(DataLogWriteError(f"JetStream is out of space: {description}", errno.ENOSPC))
+        elif code in UNSETTLED or error.get("code") == 503:
+            self._note_trouble(message)  # may yet land, or will not: the probe tells
         else:
-            self.fail(DataLogWriteError(f"JetStream refused a record: {error.get('description')}"))
+            self.fail(DataLogWriteError(f"JetStream refused a record: {description}"))
 
     def _acknowledge(self, message: _Message, sequence: int) -> None:
         if sequence != message.expected + 1:
@@ -300,8 +300,12 @@ class Publisher:
 
     async def _recover(self) -> None:
         """Learn what the stream holds after the first unacknowledged message, then go on."""
-        assert self._stalled_since is not None
-        deadline = self._stalled_since + self._options.write_timeout_ms / 1000
+        # A late acknowledgement may have cleared the stall since the trouble was noted: then
+        # the clock starts now.
+        stalled_since = self._stalled_since
+        if stalled_since is None:
+            stalled_since = self._stalled_since = time.monotonic()
+        deadline = stalled_since + self._options.write_timeout_ms / 1000
         pipeline = self._pipeline
         attempt = 0
         while pipeline.messages and self._failure is None:
@@ -350,6 +354,13 @@ class Publisher:
         if error is not None:
             log.error("the publisher of %s died", self._subject, exc_info=error)
             self.fail(DataLogWriteError(f"the JetStream publisher died: {describe(error)}"))
+
+
+def _out_of_space(code: object, description: str) -> bool:
+    words = description.lower()
+    return code == INSUFFICIENT_RESOURCES or (
+        code == STORE_FAILED and ("bytes" in words or "space" in words or "resources" in words)
+    )
 
 
 def copy_error(error: DataLogError) -> DataLogError:
