@@ -1,6 +1,7 @@
 """Spark batch jobs that read segments straight from Tier 2, without the service.
 
-``jobs.register(spark)`` adds the ``segmentstore`` data source to a session::
+``register(spark)`` (``from segmentstore import jobs; jobs.register(spark)``) adds the
+``segmentstore`` data source to a session::
 
     spark.read.format("segmentstore")
         .option("tier2", "s3://bucket/prefix")
@@ -36,7 +37,15 @@ __all__ = ["register"]
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``spark.read.format("segmentstore")`` available on ``spark``."""
-    from segmentstore.jobs.datasource import SegmentStoreDataSource
+    """Make ``spark.read.format("segmentstore")`` and ``spark.readStream.format(...)``
+    available on ``spark``.
 
+    It also sets what the data source needs of the session (:func:`segmentstore.jobs.session.
+    prepare`): the executors run this driver's own Python unless ``spark.pyspark.python`` or
+    ``PYSPARK_PYTHON`` names one, and a failure in a Python worker reaches the driver as its
+    one-line error (``spark.sql.execution.pyspark.udf.hideTraceback.enabled``, unless set)."""
+    from segmentstore.jobs.datasource import SegmentStoreDataSource
+    from segmentstore.jobs.session import prepare
+
+    prepare(spark)
     spark.dataSource.register(SegmentStoreDataSource)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -75,9 +78,16 @@ def key_values(items: list[str], flag: str) -> dict[str, str]:
     return pairs
 
 
+def write_summary(path: str | None, job: str, rows: list[dict[str, Any]]) -> None:
+    if path:
+        Path(path).write_text(json.dumps({"job": job, "results": rows}, indent=2) + "\n")
+        print(f"wrote {path}")
+
+
 def run(args: argparse.Namespace) -> int:
-    from segmentstore.bench.report import print_table, write_json
+    from segmentstore.bench.report import print_table
     from segmentstore.jobs.command import run_job  # lazily: only the spark jobs load Spark
+    from segmentstore.jobs.failures import one_line
 
     options = {
         "tier2": args.tier2,
@@ -99,8 +109,9 @@ def run(args: argparse.Namespace) -> int:
             conf=key_values(args.conf, "--conf"),
         )
     except Exception as error:  # Spark's errors carry the data source's message inside
-        print(f"segmentstore spark {args.job}: failed: {error}", file=sys.stderr)
+        logging.getLogger(__name__).debug("segmentstore spark %s failed", args.job, exc_info=True)
+        print(f"segmentstore spark {args.job}: failed: {one_line(error)}", file=sys.stderr)
         return 1
     print_table(summary.rows, summary.columns)
-    write_json(args.json, f"spark-{args.job}", summary.rows)
+    write_summary(args.json, args.job, summary.rows)
     return 0
