@@ -25,6 +25,7 @@ other mistake fails ``load()``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -51,6 +52,12 @@ from segmentstore.tier2 import ChunkStorage, SegmentManifest
 
 class SegmentStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
+        # Spark runs this reader in a Python process of its own, and sends the driver the
+        # traceback of its failures unless SPARK_HIDE_TRACEBACK is set there (the session's
+        # spark.sql.execution.pyspark.udf.hideTraceback.enabled does not reach that process,
+        # as of Spark 4.3). Set it, so that a failed query says the project's error in one
+        # line, as batch reads do; reported() logs the traceback at debug level.
+        os.environ.setdefault("SPARK_HIDE_TRACEBACK", "1")
         self.options = options
         self.scan = options.scan
         self._problem = options.stream_problem()
