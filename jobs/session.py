@@ -66,7 +66,7 @@ def is_loopback_master(master: str) -> bool:
 
 
 def start_session(
-    master: str = DEFAULT_MASTER,
+    master: str | None = None,
     app_name: str = "segmentstore",
     conf: Mapping[str, str] | None = None,
     *,
@@ -75,10 +75,12 @@ def start_session(
 ) -> SparkSession:
     """A session with the ``segmentstore`` data source registered.
 
+    ``master``: None means ``$MASTER`` (the variable spark-submit reads), else ``local[2]``.
     ``python``: the executors' Python (``spark.pyspark.python``); None: ``PYSPARK_PYTHON``,
     else this interpreter. ``check_executors``: probe that Python before returning (default:
     on any master but a local one).
     """
+    master = master or os.environ.get("MASTER") or DEFAULT_MASTER
     builder = SparkSession.builder.master(master).appName(app_name)
     local = master.startswith("local")
     settings = {

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import socket
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,9 +40,9 @@ Event = tuple[str, int, bytes]  # segment, offset, payload
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    # The Python workers of a local Spark run PYSPARK_PYTHON (default "python3"): make them
-    # this interpreter, the one that has jobs/ installed.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # No PYSPARK_PYTHON: the session's executors run this interpreter by default, the one
+    # that has the project installed (what every test here then proves).
+    assert "PYSPARK_PYTHON" not in os.environ and "MASTER" not in os.environ
     from segmentstore.jobs.session import start_session
 
     session = start_session(
