@@ -19,7 +19,9 @@ from store_checks import flush
 
 from segmentstore import SegmentStore
 from segmentstore.jobs.compact import compact_events
+from segmentstore.jobs.errors import OutputExistsError
 from segmentstore.jobs.export import export_events
+from segmentstore.jobs.failures import one_line
 from segmentstore.jobs.progress import Progress
 from segmentstore.jobs.stats import segment_stats
 from segmentstore.tier2 import ManifestStore, open_chunk_storage
@@ -99,6 +101,14 @@ async def test_export_writes_every_event_to_parquet_by_segment(spark: Any, tmp_p
     assert summary["bytes"] == sum(len(e[2]) for e in events)
     back = spark.read.parquet(output).collect()
     assert sorted((r["segment"], r["offset"], bytes(r["event"])) for r in back) == sorted(events)
+    # again, onto the output it wrote: refused, naming how to replace it; then replaced
+    quiet = Progress(spark, io.StringIO())
+    with pytest.raises(OutputExistsError, match=f"the output {output} already exists") as again:
+        export_events(spark, {"tier2": uri, "segments": "export/*"}, output, quiet)
+    assert "--overwrite" in one_line(again.value)
+    assert export_events(
+        spark, {"tier2": uri, "segments": "export/0"}, output, quiet, overwrite=True
+    )["events"] == len([e for e in events if e[0] == "export/0"])
 
 
 async def test_compact_keeps_the_last_value_per_key_and_drops_tombstones(
@@ -154,7 +164,9 @@ async def test_the_command_line_runs_stats_on_its_own_local_spark(tmp_path: Path
         timeout=240,
     )
     assert process.returncode == 0, process.stderr
-    [row] = json.loads(report.read_text())["results"]
+    summary = json.loads(report.read_text())
+    assert summary["job"] == "stats" and "benchmark" not in summary
+    [row] = summary["results"]
     assert (row["segment"], row["events"]) == ("cli/0", len(events))
     assert re.search(r"scan 1 segments, \d+ partitions: done in", process.stderr)
     assert "cli/0" in process.stdout
