@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from pyspark import SparkContext
@@ -54,6 +55,21 @@ def prepare(spark: SparkSession) -> None:
         # A failure in a Python worker reaches the driver as its last line, the project's
         # error, not as the worker's traceback (the data source logs that at debug level).
         spark.conf.set(HIDE_TRACEBACK_SETTING, "true")
+
+
+def _quiet_task_failures(spark: SparkSession) -> None:
+    """A failed task reaches the driver as the exception of the action that ran it (one line of
+    the project's error). The executor's and the scheduler's log records of it repeat it with
+    Java stack traces, over a hundred lines on the driver's console for one failure (a local
+    Spark runs its executor in the driver): those go, but the scheduler's one-line ``aborting
+    job``. Executors on other machines log as their cluster says."""
+    jvm: Any = getattr(spark.sparkContext, "_jvm")  # noqa: B009 (py4j's untyped gateway)
+    log4j = jvm.org.apache.logging.log4j
+    for logger, level in (
+        ("org.apache.spark.executor.Executor", log4j.Level.OFF),
+        ("org.apache.spark.scheduler.TaskSetManager", log4j.Level.ERROR),
+    ):
+        log4j.core.config.Configurator.setLevel(logger, level)
 
 
 def is_loopback_master(master: str) -> bool:
@@ -101,6 +117,7 @@ def start_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_task_failures(spark)
     register(spark)
     if not local if check_executors is None else check_executors:
         try:

@@ -139,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
     from segmentstore.jobs.command import run_job  # lazily: only the spark jobs load Spark
     from segmentstore.jobs.failures import one_line
 
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines say nothing to a user
+
     options = {
         "tier2": args.tier2,
         "segments": args.segments,
