@@ -23,11 +23,18 @@ from segmentstore.jobs.schema import EVENTS_DDL
 from .conftest import Event, http_events, wait_until
 from .test_stream import SETTINGS, append, flushed
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+# two queries each, of many micro-batches: minutes on a loaded 2-core machine
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+]
 
 KiB = 1024
 NAME = "live/0"
 TIMEOUT_S = 240
+MAX_APPENDS = 300
 
 
 @pytest.fixture
@@ -41,10 +48,13 @@ def served(tmp_path: Path) -> Iterator[ServedStore]:
 
 
 class Writer:
-    """Appends batches of events to ``NAME`` from a thread until stopped."""
+    """Appends batches of events to ``NAME`` from a thread, ten a second, until stopped (or
+    ``MAX_APPENDS`` are made: a loaded machine must not make the test's data grow without
+    end)."""
 
-    def __init__(self, url: str, seed: int) -> None:
+    def __init__(self, url: str, seed: int, most: int = MAX_APPENDS) -> None:
         self._url = url
+        self._most = most
         self._rng = random.Random(seed)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="writer")
@@ -65,8 +75,10 @@ class Writer:
     def _run(self) -> None:
         try:
             with httpx.Client(base_url=self._url, timeout=30) as http:
-                while not self._stop.wait(0.05):  # paced: Tier 2 keeps up in 4 KiB chunks
+                appended = 0
+                while not self._stop.wait(0.1) and appended < self._most:
                     append(http, NAME, self._rng, 1)
+                    appended += 1
         except BaseException as error:
             self.error = error
 
@@ -184,17 +196,27 @@ def test_a_query_from_a_timestamp_starts_where_offset_at_says(
     assert got == [e for e in written if e[1] >= offset_at]
 
 
+@pytest.fixture
+def every_progress(spark: Any) -> Iterator[None]:
+    """Queries keep every micro-batch's progress, not Spark's default last 100."""
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
+    yield
+    spark.conf.unset("spark.sql.streaming.numRecentProgressUpdates")
+
+
+@pytest.mark.usefixtures("every_progress")
 def test_available_now_reads_what_was_flushed_at_its_start_in_limited_batches(
     spark: Any, served: ServedStore, tmp_path: Path
 ) -> None:
     tier2 = (tmp_path / "data" / "tier2").resolve().as_uri()
-    limit = 8 * KiB
+    limit = 32 * KiB
     trigger = {"availableNow": True}
+
     with httpx.Client(base_url=served.url, timeout=30) as http:
         assert http.put(f"/v1/segments/{NAME}").status_code == 201
         append(http, NAME, random.Random(54), 40)
         wait_until(lambda: flushed(http, [NAME]), timeout_s=TIMEOUT_S)
-        with Writer(served.url, 55):
+        with Writer(served.url, 55, most=100):
             before = storage_length(http)
             query = start(spark, tmp_path, trigger, tier2=tier2, maxBytesPerTrigger=str(limit))
             try:
