@@ -9,14 +9,16 @@
         .option("segments", "scope/stream/*")
         .load()
 
-Options (:mod:`segmentstore.jobs.options`): ``tier2`` and ``tier2.<backend option>``, ``segments``
-(names, or prefixes ending in ``*``), ``mode`` (``events`` or ``bytes``), ``starting_offsets`` and
-``ending_offsets`` (``earliest``/``latest`` or JSON ``{"segment": offset}``),
-``fail_on_data_loss`` (default ``true``). Columns (:mod:`segmentstore.jobs.schema`): ``segment``,
-``offset``, ``event`` (or ``data`` in bytes mode), ``chunk``.
+Options (:mod:`segmentstore.jobs.options`, checked when the DataFrame is loaded; Spark's Kafka
+source's names are aliases): ``tier2`` and ``tier2.<backend option>``, ``segments`` (names, or
+prefixes ending in ``*``), ``mode`` (``events`` or ``bytes``), the starting and ending offsets
+or timestamps, ``fail_on_data_loss`` (default ``true``), ``min_partitions``. Columns
+(:mod:`segmentstore.jobs.schema`): ``segment``, ``offset``, ``event`` (or ``data`` in bytes
+mode), ``chunk``.
 
 ``spark.readStream.format("segmentstore")`` streams the same events as the Storage Writer
-flushes them (:mod:`segmentstore.jobs.stream_reader`; option ``maxBytesPerTrigger``).
+flushes them (:mod:`segmentstore.jobs.stream_reader`; ``max_bytes_per_trigger``,
+``Trigger.AvailableNow``).
 
 A scan is a consistent snapshot: each manifest is read once, when Spark plans the query, and
 nothing past its storage length is returned; events are returned whole or not at all. The

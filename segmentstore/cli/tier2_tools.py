@@ -6,19 +6,33 @@ import sys
 from collections.abc import Mapping
 from typing import BinaryIO, TextIO
 
-from segmentstore.tier2 import ManifestStore, SegmentReader, Tier2Error, open_chunk_storage
+from segmentstore.tier2 import (
+    ChunkStorage,
+    ManifestStore,
+    SegmentReader,
+    Tier2Error,
+    open_chunk_storage,
+)
 
 _PIECE = 8 << 20
+
+
+def _open(uri: str, options: Mapping[str, str]) -> ChunkStorage | None:
+    """The storage of a location that must exist (reading never creates one); None, and the
+    error on stderr, if it cannot be opened."""
+    try:
+        return open_chunk_storage(uri, options=dict(options), must_exist=True)
+    except Tier2Error as error:
+        sys.stderr.write(f"segmentstore: {error}\n")
+        return None
 
 
 def list_segments(uri: str, prefix: str, options: Mapping[str, str], out: TextIO) -> int:
     """The segments whose names start with ``prefix``. A location that does not exist is an
     error; so is a damaged manifest of a listed segment, or one whose segment is unknown
     (both reported on stderr after the listing); a prefix that matches nothing, a warning."""
-    try:
-        storage = open_chunk_storage(uri, options=dict(options), must_exist=True)
-    except Tier2Error as error:
-        sys.stderr.write(f"segmentstore: {error}\n")
+    storage = _open(uri, options)
+    if storage is None:
         return 1
     try:
         reader = SegmentReader(storage)
@@ -58,10 +72,8 @@ def cat_segment(
 ) -> int:
     """Write the segment's bytes from ``offset`` (default: its start) for ``length`` bytes
     (default: to its storage length), all read through one manifest."""
-    try:
-        storage = open_chunk_storage(uri, options=dict(options), must_exist=True)
-    except Tier2Error as error:
-        sys.stderr.write(f"segmentstore: {error}\n")
+    storage = _open(uri, options)
+    if storage is None:
         return 1
     try:
         reader = SegmentReader(storage)

@@ -21,7 +21,7 @@ from served_store import ServedStore
 from segmentstore.jobs.schema import EVENTS_DDL
 
 from .conftest import Event, http_events, wait_until
-from .test_stream import SETTINGS, append, flushed
+from .test_stream import append, flushed
 
 # two queries each, of many micro-batches: minutes on a loaded 2-core machine
 pytestmark = [
@@ -35,16 +35,6 @@ KiB = 1024
 NAME = "live/0"
 TIMEOUT_S = 240
 MAX_APPENDS = 300
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[ServedStore]:
-    server = ServedStore(tmp_path / "data", tmp_path / "serve.log", SETTINGS)
-    try:
-        server.wait_ready(120)
-        yield server
-    finally:
-        server.stop()
 
 
 class Writer:
@@ -111,10 +101,33 @@ def ends_by(events: list[Event], offset: int) -> list[Event]:
     return [e for e in events if e[1] + 8 + len(e[2]) <= offset]
 
 
-def run_until_rows(query: Any, rows: int = 1) -> None:
-    wait_until(
-        lambda: sum(p["numInputRows"] for p in query.recentProgress) >= rows, timeout_s=TIMEOUT_S
-    )
+def run_until_rows(query: Any) -> None:
+    wait_until(lambda: any(p["numInputRows"] for p in query.recentProgress), timeout_s=TIMEOUT_S)
+
+
+def written_before(http: httpx.Client, seed: int, batches: int) -> int:
+    """``NAME`` created with ``batches`` of events, all in Tier 2; its storage length."""
+    assert http.put(f"/v1/segments/{NAME}").status_code == 201
+    append(http, NAME, random.Random(seed), batches)
+    wait_until(lambda: flushed(http, [NAME]), timeout_s=TIMEOUT_S)
+    return storage_length(http)
+
+
+def started_twice(spark: Any, where: Path, trigger: dict[str, Any], **options: str) -> Any:
+    """Start a query, stop it once it has delivered events, start it again from its
+    checkpoint: the second query, running, once it has delivered events too."""
+    query = start(spark, where, trigger, **options)
+    try:
+        run_until_rows(query)
+    finally:
+        query.stop()
+    query = start(spark, where, trigger, **options)
+    try:
+        run_until_rows(query)
+    except BaseException:
+        query.stop()
+        raise
+    return query
 
 
 def finish(http: httpx.Client, query: Any) -> None:
@@ -133,23 +146,10 @@ def test_a_query_from_latest_delivers_only_what_is_flushed_after_it_starts(
     tier2 = (tmp_path / "data" / "tier2").resolve().as_uri()
     trigger = {"processingTime": "200 milliseconds"}
     with httpx.Client(base_url=served.url, timeout=30) as http:
-        assert http.put(f"/v1/segments/{NAME}").status_code == 201
-        append(http, NAME, random.Random(50), 20)
-        wait_until(lambda: flushed(http, [NAME]), timeout_s=TIMEOUT_S)
-        before = storage_length(http)
+        before = written_before(http, 50, 20)
         with Writer(served.url, 51):
-            query = start(spark, tmp_path, trigger, tier2=tier2, startingOffsets="latest")
-            try:
-                run_until_rows(query)
-                started_by = storage_length(http)
-            finally:
-                query.stop()
-            query = start(spark, tmp_path, trigger, tier2=tier2, startingOffsets="latest")
-            try:
-                run_until_rows(query, 1)
-            except BaseException:
-                query.stop()
-                raise
+            query = started_twice(spark, tmp_path, trigger, tier2=tier2, startingOffsets="latest")
+            started_by = storage_length(http)
         finish(http, query)
         written = http_events(http, NAME, storage_length(http))
     got = delivered(spark, tmp_path)
@@ -165,9 +165,7 @@ def test_a_query_from_a_timestamp_starts_where_offset_at_says(
     tier2 = (tmp_path / "data" / "tier2").resolve().as_uri()
     trigger = {"processingTime": "200 milliseconds"}
     with httpx.Client(base_url=served.url, timeout=30) as http:
-        assert http.put(f"/v1/segments/{NAME}").status_code == 201
-        append(http, NAME, random.Random(52), 30)
-        wait_until(lambda: flushed(http, [NAME]), timeout_s=TIMEOUT_S)
+        written_before(http, 52, 30)
         time.sleep(0.05)
         stamp = int(time.time() * 1000)
         time.sleep(0.05)
@@ -177,17 +175,9 @@ def test_a_query_from_a_timestamp_starts_where_offset_at_says(
             wait_until(lambda: storage_length(http) > length_at_stamp + 16 * KiB, timeout_s=60)
             answer = http.get(f"/v1/segments/{NAME}:offsetAt", params={"timestamp_ms": stamp})
             offset_at = int(answer.json()["offset"])
-            query = start(spark, tmp_path, trigger, tier2=tier2, startingTimestamp=str(stamp))
-            try:
-                run_until_rows(query)
-            finally:
-                query.stop()
-            query = start(spark, tmp_path, trigger, tier2=tier2, startingTimestamp=str(stamp))
-            try:
-                run_until_rows(query)
-            except BaseException:
-                query.stop()
-                raise
+            query = started_twice(
+                spark, tmp_path, trigger, tier2=tier2, startingTimestamp=str(stamp)
+            )
         finish(http, query)
         written = http_events(http, NAME, storage_length(http))
     got = delivered(spark, tmp_path)
@@ -213,9 +203,7 @@ def test_available_now_reads_what_was_flushed_at_its_start_in_limited_batches(
     trigger = {"availableNow": True}
 
     with httpx.Client(base_url=served.url, timeout=30) as http:
-        assert http.put(f"/v1/segments/{NAME}").status_code == 201
-        append(http, NAME, random.Random(54), 40)
-        wait_until(lambda: flushed(http, [NAME]), timeout_s=TIMEOUT_S)
+        written_before(http, 54, 40)
         with Writer(served.url, 55, most=100):
             before = storage_length(http)
             query = start(spark, tmp_path, trigger, tier2=tier2, maxBytesPerTrigger=str(limit))
