@@ -33,10 +33,17 @@ SINGLE_NODE_KINDS = (
     "tier1_full",
     "torn_tail",
 )
-CLUSTER_KINDS = ("kill", "node_pause", "jetstream_kill", "container_restart", "tier2_outage")
-KINDS = (*SINGLE_NODE_KINDS, "node_pause", "jetstream_kill")
+CLUSTER_KINDS = (
+    "kill",
+    "node_pause",
+    "node_leave",
+    "jetstream_kill",
+    "container_restart",
+    "tier2_outage",
+)
+KINDS = (*SINGLE_NODE_KINDS, "node_pause", "node_leave", "jetstream_kill")
 # Injected in a cluster by breaking a process, healing without it, and mending it.
-NODE_FAULTS = frozenset({"kill", "node_pause", "jetstream_kill"})
+NODE_FAULTS = frozenset({"kill", "node_pause", "node_leave", "jetstream_kill"})
 PROBE_PREFIX = "drill-probe/"
 _STEADY_LAG_BYTES = 1 << 20
 
