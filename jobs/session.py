@@ -13,7 +13,6 @@ local master, or a standalone master on this machine's loopback address, the dri
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -33,15 +32,16 @@ _PYSPARK_DEFAULT_PYTHON = "python3"  # what PySpark runs when nothing names a Py
 
 
 def executors_python(context: SparkContext) -> str:
-    """The executors' Python: ``spark.pyspark.python``, else ``PYSPARK_PYTHON`` (or one the
-    program set on the context), else this driver's own interpreter."""
+    """The executors' Python: ``spark.pyspark.python``, else the one PySpark took from
+    ``PYSPARK_PYTHON`` (or the program set on the context), else this driver's own
+    interpreter. PySpark's fallback, ``python3`` from each worker's PATH, counts as none named:
+    that is rarely a Python with this project (``PYSPARK_PYTHON=python3`` therefore means this
+    interpreter too; name a path to mean another)."""
     configured = context.getConf().get(PYTHON_SETTING)
     if configured:
         return configured
     chosen = context.pythonExec
-    if os.environ.get("PYSPARK_PYTHON") or chosen != _PYSPARK_DEFAULT_PYTHON:
-        return chosen
-    return sys.executable
+    return sys.executable if chosen == _PYSPARK_DEFAULT_PYTHON else chosen
 
 
 def prepare(spark: SparkSession) -> None:
@@ -82,7 +82,7 @@ def is_loopback_master(master: str) -> bool:
 
 
 def start_session(
-    master: str | None = None,
+    master: str = DEFAULT_MASTER,
     app_name: str = "segmentstore",
     conf: Mapping[str, str] | None = None,
     *,
@@ -91,12 +91,10 @@ def start_session(
 ) -> SparkSession:
     """A session with the ``segmentstore`` data source registered.
 
-    ``master``: None means ``$MASTER`` (the variable spark-submit reads), else ``local[2]``.
-    ``python``: the executors' Python (``spark.pyspark.python``); None: ``PYSPARK_PYTHON``,
-    else this interpreter. ``check_executors``: probe that Python before returning (default:
+    ``python``: the executors' Python (``spark.pyspark.python``); None:
+    :func:`executors_python`. ``check_executors``: probe that Python before returning (default:
     on any master but a local one).
     """
-    master = master or os.environ.get("MASTER") or DEFAULT_MASTER
     builder = SparkSession.builder.master(master).appName(app_name)
     local = master.startswith("local")
     settings = {
