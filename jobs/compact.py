@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import Column, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from segmentstore.jobs.output import write_by_segment
 from segmentstore.jobs.progress import Progress
 from segmentstore.jobs.scan import read_events
 
@@ -80,9 +81,8 @@ def compact_events(
         )
     )
     with progress.phase(f"compact into {output}"):
-        live.repartition("segment").sortWithinPartitions("segment", "offset").write.mode(
-            "overwrite" if overwrite else "errorifexists"
-        ).partitionBy("segment").parquet(output)
+        sorted_live = live.repartition("segment").sortWithinPartitions("segment", "offset")
+        write_by_segment(sorted_live, output, overwrite=overwrite)
     counts = kept.get
     return {
         "output": output,

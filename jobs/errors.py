@@ -2,8 +2,10 @@
 
 ScanError
 ├── ScanOptionsError   an option of the data source (or a job flag) that names no valid scan
-├── DataLossError      bytes the snapshot promises are gone: a missing chunk, truncated data
-└── BrokenFramingError bytes that are not the event framing where events must be
+├── DataLossError      bytes the snapshot promises are gone: a missing chunk, truncated data,
+│                      an unreadable manifest
+├── BrokenFramingError bytes that are not the event framing where events must be
+└── OutputExistsError  a job's output location exists and is not to be replaced
 
 ExecutorPythonError    the executors' Python cannot run the data source (no pyarrow, no project)
 
@@ -44,6 +46,15 @@ class BrokenFramingError(ScanError):
         )
         self.segment = segment
         self.offset = offset
+
+
+class OutputExistsError(ScanError):
+    def __init__(self, output: str) -> None:
+        super().__init__(
+            f"the output {output} already exists: write elsewhere, or replace it (the job's "
+            "overwrite, --overwrite on the command line)"
+        )
+        self.output = output
 
 
 class ExecutorPythonError(RuntimeError):

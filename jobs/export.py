@@ -12,6 +12,7 @@ from typing import Any
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
+from segmentstore.jobs.output import write_by_segment
 from segmentstore.jobs.progress import Progress
 from segmentstore.jobs.scan import read_events
 
@@ -32,7 +33,5 @@ def export_events(
         F.coalesce(F.sum(F.length("event")), F.lit(0)).alias("bytes"),
     )
     with progress.phase(f"export to {output}"):
-        events.write.mode("overwrite" if overwrite else "errorifexists").partitionBy(
-            "segment"
-        ).parquet(output)
+        write_by_segment(events, output, overwrite=overwrite)
     return {"output": output, **written.get}

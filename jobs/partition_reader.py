@@ -14,25 +14,19 @@ segment stops at the last whole event before its ``stop``.
 from __future__ import annotations
 
 import logging
-from bisect import bisect_right
 from collections.abc import Iterator
 
 import pyarrow as pa
 
+from segmentstore.jobs.chunk_reads import MissingChunkError, chunk_at, read_range
 from segmentstore.jobs.errors import BrokenFramingError, DataLossError
 from segmentstore.jobs.framing import bytes_batch, events_batch, walk_events
 from segmentstore.jobs.planner import ScanPartition
-from segmentstore.tier2 import ChunkInfo, ChunkNotFoundError, ChunkRangeError, ChunkStorage
+from segmentstore.tier2 import ChunkStorage
 
 log = logging.getLogger(__name__)
 
 WINDOW_BYTES = 4 * 1024 * 1024
-
-
-class _MissingChunk(Exception):
-    def __init__(self, chunk: ChunkInfo, cause: Exception) -> None:
-        super().__init__(str(cause))
-        self.chunk = chunk
 
 
 def read_partition(
@@ -47,7 +41,7 @@ def read_partition(
     read = _read_events if partition.mode == "events" else _read_bytes
     try:
         yield from read(storage, partition, window_bytes)
-    except _MissingChunk as missing:
+    except MissingChunkError as missing:
         chunk = missing.chunk
         reason = f"bytes [{chunk.start_offset}, {chunk.end_offset}) cannot be read: {missing}"
         if fail_on_data_loss:
@@ -68,7 +62,7 @@ def _read_events(
     segment, stop = partition.segment, partition.stop
     position, need = partition.start, 0
     while position < stop:
-        chunk = _chunk_at(partition.chunks, position)
+        chunk = chunk_at(partition.chunks, position)
         window_end = min(chunk.end_offset, position + window_bytes, stop)
         read_end = min(max(window_end, position + need), stop)
         data = read_range(storage, partition.chunks, position, read_end)
@@ -93,29 +87,6 @@ def _read_bytes(
 ) -> Iterator[pa.RecordBatch]:
     for position in range(partition.start, partition.stop, window_bytes):
         end = min(position + window_bytes, partition.stop)
-        chunk = _chunk_at(partition.chunks, position)
+        chunk = chunk_at(partition.chunks, position)
         data = read_range(storage, partition.chunks, position, end)
         yield bytes_batch(data, partition.segment, position, chunk.key)
-
-
-def _chunk_at(chunks: tuple[ChunkInfo, ...], offset: int) -> ChunkInfo:
-    """The non-empty chunk that holds ``offset``."""
-    index = bisect_right(chunks, offset, key=lambda c: c.start_offset) - 1
-    while chunks[index].end_offset <= offset:  # empty chunks share a start offset
-        index += 1
-    return chunks[index]
-
-
-def read_range(storage: ChunkStorage, chunks: tuple[ChunkInfo, ...], start: int, end: int) -> bytes:
-    """Segment bytes ``[start, end)`` from ``chunks``, which must hold them."""
-    pieces = []
-    position = start
-    while position < end:
-        chunk = _chunk_at(chunks, position)
-        high = min(end, chunk.end_offset)
-        try:
-            pieces.append(storage.read(chunk.key, position - chunk.start_offset, high - position))
-        except (ChunkNotFoundError, ChunkRangeError) as e:
-            raise _MissingChunk(chunk, e) from e
-        position = high
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)

@@ -1,42 +1,42 @@
 """Planning a scan: one snapshot of the manifests, cut into partitions that executors read.
 
-Each selected segment's manifest is read exactly once, here; the partitions carry the chunks
-they need, so executors never read a manifest and every partition reads the same snapshot.
-Reads are clamped to ``[start_offset, storage_length)`` of that snapshot.
+Each selected segment's manifest is read exactly once, here (:mod:`segmentstore.jobs.selection`);
+the partitions carry the chunks they need, so executors never read a manifest and every
+partition reads the same snapshot. Reads are clamped to ``[start_offset, storage_length)`` of
+that snapshot; where they start and end is :mod:`segmentstore.jobs.positions`.
 
 In ``bytes`` mode a partition is one chunk. In ``events`` mode a chunk may begin inside an
 event (the Storage Writer splits appends where chunks roll), so a partition may only begin
 where an event is known to begin: the first at the scan's starting offset, each later one at
 the first append boundary that a chunk's time index sidecar records
 (:mod:`segmentstore.tier2.time_index`; appends made by ``:appendEvents`` are whole events). A chunk
-with no such boundary joins the partition before it. Nothing here is trusted blindly: each
+with no such boundary joins the partition before it. ``min_partitions`` cuts large partitions
+further, events mode at recorded boundaries only. Nothing here is trusted blindly: each
 partition must decode exactly up to the start of the next
 (:mod:`segmentstore.jobs.partition_reader`), which proves every split by induction from the first.
 
-Chunks that the manifest names but Tier 2 lacks, and requested offsets below the start offset
-(truncated bytes), are data loss: an error, or with ``fail_on_data_loss=false`` a warning and
-an entry in :attr:`ScanPlan.lost`.
+Chunks that the manifest names but Tier 2 lacks, and truncated bytes, are data loss: an error,
+or with ``fail_on_data_loss=false`` a warning and an entry in :attr:`ScanPlan.lost`.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from bisect import bisect_right
+import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from segmentstore.jobs.boundaries import SegmentBoundaries
 from segmentstore.jobs.errors import DataLossError, ScanOptionsError
-from segmentstore.jobs.options import EARLIEST, LATEST, ScanOptions
-from segmentstore.tier2 import (
-    ChunkInfo,
-    ChunkStorage,
-    ManifestStore,
-    SegmentManifest,
-    SegmentReader,
-    segment_key,
-    time_index_key,
-)
+from segmentstore.jobs.options import ScanOptions
+from segmentstore.jobs.positions import LostRange, ending_offset, starting_offset, wanted
+from segmentstore.jobs.selection import select_segments
+from segmentstore.tier2 import ChunkInfo, ChunkStorage, SegmentManifest, segment_key, time_index_key
+
+__all__ = ["LostRange", "ScanPartition", "ScanPlan", "SegmentRange", "plan_scan"]
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,9 @@ _SIDECAR_READERS = 8  # sidecars are tiny: many at once hides the latency of S3 
 class ScanPartition:
     """Read segment bytes ``[start, stop)`` from ``chunks`` (which hold exactly that range).
 
-    ``exact``: ``stop`` is where the next partition begins, so the events must end exactly
-    there; otherwise ``stop`` is the end of the scan and a partial event before it is left out.
+    ``exact``: ``stop`` is where the next partition begins (or an ending offset known to be
+    an event boundary), so the events must end exactly there; otherwise ``stop`` is the end
+    of the scan and a partial event before it is left out.
     """
 
     segment: str
@@ -57,17 +58,6 @@ class ScanPartition:
     stop: int
     exact: bool
     chunks: tuple[ChunkInfo, ...]
-
-
-@dataclass(frozen=True)
-class LostRange:
-    """Bytes ``[start, stop)`` of ``segment`` that the scan cannot return; ``chunk`` is the
-    missing chunk, or None for bytes truncated before the snapshot."""
-
-    segment: str
-    start: int
-    stop: int
-    chunk: str | None
 
 
 @dataclass(frozen=True)
@@ -88,78 +78,74 @@ class ScanPlan:
     lost: list[LostRange] = field(default_factory=list)
 
 
-def plan_scan(options: ScanOptions, storage: ChunkStorage, *, exact_ends: bool = False) -> ScanPlan:
-    """Read the manifests (once each) and cut the scan into partitions.
+def plan_scan(
+    options: ScanOptions,
+    storage: ChunkStorage,
+    *,
+    offsets_are_boundaries: bool = False,
+    manifests: list[SegmentManifest] | None = None,
+) -> ScanPlan:
+    """Read the manifests (once each, unless given) and cut the scan into partitions.
 
-    ``exact_ends``: each segment's ending offset is known to be an event boundary (a streaming
-    micro-batch's), so its last partition must end exactly there too, not before a partial
-    event that the next micro-batch would then skip.
+    ``offsets_are_boundaries``: the starting and ending offsets are event boundaries already
+    proven (a streaming micro-batch's), so they are not proven again, and each segment's last
+    partition must end exactly at its ending offset, not before a partial event that the next
+    micro-batch would then skip.
     """
-    manifests = selected_manifests(options, storage)
-    names = {m.name for m in manifests}
-    for option, offsets in (
-        ("starting_offsets", options.starting_offsets),
-        ("ending_offsets", options.ending_offsets),
-    ):
-        if unknown := sorted(set(offsets) - names):
-            raise ScanOptionsError(f"{option} names segments that are not read: {unknown}")
-    plan = ScanPlan()
-    reader = SegmentReader(storage)
-    with ThreadPoolExecutor(_SIDECAR_READERS, thread_name_prefix="plan") as pool:
-        for manifest in manifests:
-            _plan_segment(manifest, options, storage, reader, pool, plan, exact_ends)
-    return plan
-
-
-def selected_manifests(
-    options: ScanOptions, storage: ChunkStorage, *, required: bool = True
-) -> list[SegmentManifest]:
-    """The manifests of the selected segments, by name; a named segment without one is an
-    error if ``required``, else left out (a stream waits for its first flush)."""
-    selection = options.segments
-    found: dict[str, SegmentManifest] = {}
-    store = ManifestStore(storage)
-    for name in selection.names:
-        loaded = store.load(name)
-        if loaded is None and not required:
-            continue
-        if loaded is None:
+    if manifests is None:
+        manifests = select_segments(options, storage)
+    for option, bound in (("starting", options.starting), ("ending", options.ending)):
+        if unselected := sorted(n for n in bound.named() if not options.segments.matches(n)):
             raise ScanOptionsError(
-                f"segment {name!r} has no manifest in Tier 2 at {storage.uri} "
-                "(it does not exist, or nothing of it has been flushed yet)"
+                f"the {option} offsets or timestamps name segments that option segments="
+                f"{options.segments.describe()} does not select: {unselected}"
             )
-        found[name] = loaded[0]
-    if selection.prefixes:
-        reader = SegmentReader(storage)
-        shortest = min(selection.prefixes, key=len)
-        common = shortest if all(p.startswith(shortest) for p in selection.prefixes) else ""
-        for manifest in reader.list_segments(common):
-            if manifest.name.startswith(selection.prefixes):
-                found.setdefault(manifest.name, manifest)
-    return [found[name] for name in sorted(found)]
+    plan = ScanPlan()
+    with ThreadPoolExecutor(_SIDECAR_READERS, thread_name_prefix="plan") as pool:
+        planned = [
+            _plan_segment(m, options, storage, pool, plan, offsets_are_boundaries)
+            for m in manifests
+        ]
+        if options.min_partitions > len(plan.partitions):
+            plan.partitions = _split(plan.partitions, options.min_partitions, planned, pool)
+    return plan
 
 
 def _plan_segment(
     manifest: SegmentManifest,
     options: ScanOptions,
     storage: ChunkStorage,
-    reader: SegmentReader,
     pool: ThreadPoolExecutor,
     plan: ScanPlan,
-    exact_ends: bool,
-) -> None:
+    proven: bool,
+) -> tuple[SegmentBoundaries, set[str]]:
     name = manifest.name
-    start = _starting_offset(manifest, options, plan)
-    stop = _ending_offset(manifest, options)
-    if stop < start:
-        raise ScanOptionsError(f"segment {name!r}: ending offset {stop} is below starting {start}")
+    events = options.mode == "events"
+    boundaries = SegmentBoundaries(storage, manifest)
+    start = starting_offset(
+        options.starting,
+        boundaries,
+        events=events,
+        fail_on_data_loss=options.fail_on_data_loss,
+        lost=plan.lost,
+        check_given=not proven,
+    )
+    stop, exact_end = ending_offset(
+        options.ending, boundaries, events=events, check_given=not proven
+    )
+    exact_end = exact_end or (proven and events)
+    if wanted(options.starting, boundaries).offset > stop:
+        raise ScanOptionsError(
+            f"segment {name!r}: ending offset {stop} is below the starting offset "
+            f"{wanted(options.starting, boundaries).offset}"
+        )
+    if start is None or start > stop:  # the read begins past what Tier 2 holds yet
+        start = stop
     plan.segments.append(SegmentRange(name, start, stop, manifest.storage_length, manifest.version))
     chunks = [
         c for c in manifest.chunks if c.length and c.end_offset > start and c.start_offset < stop
     ]
-    if not chunks:
-        return
-    present = _present_chunks(name, chunks, storage)
+    present = _present_chunks(name, chunks, storage) if chunks else set()
     for chunk in chunks:
         if chunk.key not in present:
             lost = LostRange(
@@ -174,7 +160,9 @@ def _plan_segment(
                 )
             log.warning("segment %r: chunk %s is missing; skipping its bytes", name, chunk.key)
             plan.lost.append(lost)
-    if options.mode == "bytes":
+    if not chunks:
+        return boundaries, present
+    if not events:
         plan.partitions += [
             ScanPartition(
                 name, "bytes", max(start, c.start_offset), min(stop, c.end_offset), False, (c,)
@@ -182,63 +170,68 @@ def _plan_segment(
             for c in chunks
             if c.key in present
         ]
-        return
-    later = [c for c in chunks if c.start_offset > start and time_index_key(c.key) in present]
-    boundaries = [
-        start,
-        *filter(None, pool.map(lambda c: _first_boundary(reader, c, start, stop), later)),
-    ]
-    for begin, end in zip(boundaries, [*boundaries[1:], stop], strict=True):
+        return boundaries, present
+    later = [c for c in chunks if c.start_offset > start]
+    boundaries.preload(later, present, pool)
+    cuts = [start]
+    for chunk in later:
+        offsets = boundaries.entries(chunk)[0]
+        first = bisect_right(offsets, start)
+        if first < len(offsets) and offsets[first] < stop:
+            cuts.append(offsets[first])
+    for begin, end in zip(cuts, [*cuts[1:], stop], strict=True):
+        exact = exact_end or end != stop
         plan.partitions.append(
-            ScanPartition(
-                name,
-                "events",
-                begin,
-                end,
-                exact_ends or end != stop,
-                _chunks_between(chunks, begin, end),
+            ScanPartition(name, "events", begin, end, exact, _chunks_between(chunks, begin, end))
+        )
+    return boundaries, present
+
+
+def _split(
+    partitions: list[ScanPartition],
+    wanted_count: int,
+    planned: list[tuple[SegmentBoundaries, set[str]]],
+    pool: ThreadPoolExecutor,
+) -> list[ScanPartition]:
+    """``min_partitions``: cut each partition into pieces in proportion to its size, at the
+    recorded boundaries nearest to even cuts (events mode) or at even cuts (bytes mode)."""
+    of_segment = {b.manifest.name: (b, present) for b, present in planned}
+    total = sum(p.stop - p.start for p in partitions) or 1
+    result = []
+    for partition in partitions:
+        pieces = math.ceil(wanted_count * (partition.stop - partition.start) / total)
+        if pieces <= 1:
+            result.append(partition)
+            continue
+        step = (partition.stop - partition.start) / pieces
+        ideal = [round(partition.start + step * i) for i in range(1, pieces)]
+        if partition.mode == "bytes":
+            cuts = ideal
+        else:
+            boundaries, present = of_segment[partition.segment]
+            boundaries.preload(partition.chunks, present, pool)
+            recorded = boundaries.recorded_between(partition.start, partition.stop)
+            cuts = sorted({_nearest(recorded, at) for at in ideal} if recorded else set())
+        edges = [partition.start, *cuts, partition.stop]
+        for begin, end in itertools.pairwise(edges):
+            last = end == partition.stop
+            result.append(
+                ScanPartition(
+                    partition.segment,
+                    partition.mode,
+                    begin,
+                    end,
+                    partition.exact if last else partition.mode == "events",
+                    _chunks_between(partition.chunks, begin, end),
+                )
             )
-        )
+    return result
 
 
-def _starting_offset(manifest: SegmentManifest, options: ScanOptions, plan: ScanPlan) -> int:
-    name = manifest.name
-    wanted = options.starting_offsets.get(name, EARLIEST)
-    if wanted == EARLIEST:
-        return manifest.start_offset
-    if wanted == LATEST:
-        return manifest.storage_length
-    if wanted > manifest.storage_length:
-        raise ScanOptionsError(
-            f"segment {name!r}: starting offset {wanted} is beyond its storage length "
-            f"{manifest.storage_length} in Tier 2"
-        )
-    if wanted < manifest.start_offset:
-        if options.fail_on_data_loss:
-            raise DataLossError(
-                name,
-                f"starting offset {wanted} is below its start offset {manifest.start_offset}: "
-                f"bytes [{wanted}, {manifest.start_offset}) were truncated",
-            )
-        log.warning(
-            "segment %r: bytes [%d, %d) were truncated; starting at %d",
-            name,
-            wanted,
-            manifest.start_offset,
-            manifest.start_offset,
-        )
-        plan.lost.append(LostRange(name, wanted, manifest.start_offset, None))
-        return manifest.start_offset
-    return wanted
-
-
-def _ending_offset(manifest: SegmentManifest, options: ScanOptions) -> int:
-    wanted = options.ending_offsets.get(manifest.name, LATEST)
-    if wanted == LATEST:
-        return manifest.storage_length
-    if wanted == EARLIEST:
-        return manifest.start_offset
-    return min(wanted, manifest.storage_length)
+def _nearest(sorted_offsets: list[int], at: int) -> int:
+    i = bisect_left(sorted_offsets, at)
+    near = sorted_offsets[max(i - 1, 0) : i + 1]
+    return min(near, key=lambda offset: abs(offset - at))
 
 
 def _present_chunks(name: str, chunks: Sequence[ChunkInfo], storage: ChunkStorage) -> set[str]:
@@ -252,14 +245,6 @@ def _present_chunks(name: str, chunks: Sequence[ChunkInfo], storage: ChunkStorag
                 if storage.exists(key):
                     present.add(key)
     return present
-
-
-def _first_boundary(reader: SegmentReader, chunk: ChunkInfo, start: int, stop: int) -> int | None:
-    """The first append boundary that ``chunk``'s sidecar records strictly inside the scan."""
-    for entry in reader.time_index(chunk):
-        if start < entry.offset < stop:
-            return entry.offset
-    return None
 
 
 def _chunks_between(chunks: Sequence[ChunkInfo], start: int, stop: int) -> tuple[ChunkInfo, ...]:

@@ -7,9 +7,12 @@ from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 
-from segmentstore.jobs.options import ScanOptions
+from segmentstore.jobs.boundaries import SegmentBoundaries
+from segmentstore.jobs.chunk_reads import MissingChunkError
+from segmentstore.jobs.options import POSITION_OPTIONS, ScanOptions, canonical_name
 from segmentstore.jobs.planner import ScanPlan, plan_scan
-from segmentstore.tier2 import open_chunk_storage
+from segmentstore.jobs.selection import open_read_storage, select_segments
+from segmentstore.jobs.stream_offsets import last_boundary
 
 
 def read_events(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
@@ -22,20 +25,31 @@ def pinned_scan(spark: SparkSession, options: Mapping[str, str]) -> tuple[ScanPl
 
     The driver's plan tells what the scan covers of each segment and what data is lost (the
     data source's own planning runs in a Spark worker process, out of reach); pinning its
-    starting and ending offsets makes the DataFrame read exactly those ranges, so that the
-    two agree even if the segments grow in between.
+    starting and ending offsets (each segment's end at its last whole event) makes the
+    DataFrame read exactly those ranges, so that the two agree even if the segments grow in
+    between.
     """
     scan = ScanOptions.parse({**options, "mode": "events"})
-    storage = open_chunk_storage(scan.tier2_uri, options=scan.tier2_options)
+    storage = open_read_storage(scan.tier2_uri, scan.tier2_options)
     try:
-        plan = plan_scan(scan, storage)
+        manifests = select_segments(scan, storage)
+        plan = plan_scan(scan, storage, manifests=manifests)
+        ends = {}
+        for manifest, planned in zip(manifests, plan.segments, strict=True):
+            boundaries = SegmentBoundaries(storage, manifest)
+            try:
+                ends[planned.name] = last_boundary(boundaries, planned.start, planned.stop)
+            except MissingChunkError:  # lost (fail_on_data_loss=false): the scan says so
+                ends[planned.name] = planned.stop
     finally:
         storage.close()
-    pinned = dict(options)
+    pinned = {k: v for k, v in options.items() if canonical_name(k) not in POSITION_OPTIONS}
     if plan.segments:  # else nothing matched, and the data source finds nothing either
         pinned |= {
             "segments": ",".join(s.name for s in plan.segments),
             "starting_offsets": json.dumps({s.name: s.start for s in plan.segments}),
-            "ending_offsets": json.dumps({s.name: s.stop for s in plan.segments}),
+            "ending_offsets": json.dumps(ends),
         }
+    else:
+        pinned = dict(options)
     return plan, read_events(spark, pinned)

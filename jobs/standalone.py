@@ -116,7 +116,8 @@ class StandaloneCluster:
     ``environ`` is the daemons' environment (they need ``PATH`` or ``JAVA_HOME`` to find Java);
     the ``SPARK_*`` variables that place them on loopback and in the scratch directory are added.
     ``worker_cores`` and ``worker_memory`` are what the Worker offers to applications (an
-    executor takes ``spark.executor.memory``, 1g by default, out of it).
+    executor takes ``spark.executor.memory``, 1g by default, out of it). ``master_port``: the
+    Master's port (0: one the kernel picks).
     """
 
     def __init__(
@@ -127,6 +128,7 @@ class StandaloneCluster:
         worker_memory: str = "2g",
         directory: str | None = None,
         start_timeout_s: float = 120.0,
+        master_port: int = 0,
     ) -> None:
         self.scratch = Path(tempfile.mkdtemp(prefix="spark-standalone-", dir=directory))
         self.master_url = ""
@@ -144,13 +146,14 @@ class StandaloneCluster:
         self._cores = worker_cores
         self._memory = worker_memory
         self._timeout_s = start_timeout_s
+        self._master_port = master_port
 
     def start(self) -> StandaloneCluster:
         try:
             master = self._daemon(
                 "master",
                 "org.apache.spark.deploy.master.Master",
-                ["--host", "127.0.0.1", "--port", "0", "--webui-port", "0"],
+                ["--host", "127.0.0.1", "--port", str(self._master_port), "--webui-port", "0"],
             )
             self.master_url = master.wait_for(_MASTER_URL, self._timeout_s)
             worker = self._daemon(

@@ -57,6 +57,16 @@ def test_print_config_masks_tokens_and_keys(
     assert printed["log"] == {"level": "info", "format": "json"}
 
 
+def test_print_config_shows_what_an_empty_tier2_uri_stands_for(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["serve", "--print-config", "--data-dir", str(tmp_path / "data")]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["tier2"]["uri"] == (tmp_path / "data" / "tier2").resolve().as_uri()
+    assert main(["serve", "--print-config", "--tier2", "s3://bucket/prefix"]) == 0
+    assert json.loads(capsys.readouterr().out)["tier2"]["uri"] == "s3://bucket/prefix"
+
+
 def test_a_settings_error_never_shows_a_token(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

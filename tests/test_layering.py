@@ -198,10 +198,16 @@ def test_a_bad_import_is_caught(module: str, statement: str, complaint: str) -> 
     assert complaint in found
 
 
+# Not a setting read but one set for Spark: PySpark formats a failure of the Python process
+# it runs a stream reader in by that process's SPARK_HIDE_TRACEBACK, which the session's
+# setting does not reach (jobs/stream_reader.py says more).
+_SETS_FOR_SPARK = 'os.environ.setdefault("SPARK_HIDE_TRACEBACK", "1")'
+
+
 def test_environment_is_read_only_by_the_composition_root() -> None:
     for path in SOURCES:
         if unit_of(module_of(path)) != "cli":
-            assert "os.environ" not in path.read_text(), path
+            assert "os.environ" not in path.read_text().replace(_SETS_FOR_SPARK, ""), path
 
 
 def test_every_package_folder_is_in_the_mapping() -> None:

@@ -32,7 +32,7 @@ from segmentstore.tier2.factory import open_chunk_storage
 from segmentstore.tier2.file_storage import FileChunkStorage
 from segmentstore.tier2.layout import chunk_key, manifest_key, segment_key, time_index_key
 from segmentstore.tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest
-from segmentstore.tier2.segment_reader import SegmentReader
+from segmentstore.tier2.segment_reader import SegmentReader, UnreadableManifest
 from segmentstore.tier2.time_index import TimeIndexEntry, read_time_index
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ __all__ = [
     "Tier2IOError",
     "Tier2UnavailableError",
     "TimeIndexEntry",
+    "UnreadableManifest",
     "chunk_key",
     "manifest_key",
     "open_chunk_storage",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,8 +11,14 @@ from segmentstore.tier2.errors import InvalidTier2UriError
 from segmentstore.tier2.location import Tier2Location
 
 
-def open_chunk_storage(uri: str, *, options: Mapping[str, Any] | None = None) -> ChunkStorage:
+def open_chunk_storage(
+    uri: str, *, options: Mapping[str, Any] | None = None, must_exist: bool = False
+) -> ChunkStorage:
     """The chunk storage for ``uri``, chosen by its scheme.
+
+    ``must_exist``: the location is only read, so a mistyped one must not pass for an empty
+    one: a missing directory (which is otherwise created) or S3 bucket is
+    ``InvalidTier2UriError``.
 
     * ``file:///abs/path`` or a bare path: a local directory (created if missing). No options.
     * ``s3://bucket[/prefix]``: options ``endpoint_url``, ``region``, ``access_key``,
@@ -31,11 +38,20 @@ def open_chunk_storage(uri: str, *, options: Mapping[str, Any] | None = None) ->
 
         if given:
             raise InvalidTier2UriError(uri, f"file:// takes no options, got {sorted(given)}")
+        if must_exist and not os.path.isdir(location.path):
+            raise InvalidTier2UriError(uri, f"there is no directory {location.path}")
         return FileChunkStorage(location.path)
     if location.scheme == "s3":
         from segmentstore.tier2.s3_storage import S3ChunkStorage, S3Options
 
-        return S3ChunkStorage(location.host, location.path, S3Options.parse(uri, given))
+        s3 = S3ChunkStorage(location.host, location.path, S3Options.parse(uri, given))
+        if must_exist:
+            try:
+                s3.check_bucket()
+            except BaseException:
+                s3.close()
+                raise
+        return s3
     from segmentstore.tier2.hdfs_storage import HdfsChunkStorage, HdfsOptions
 
     return HdfsChunkStorage(

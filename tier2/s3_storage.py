@@ -260,6 +260,17 @@ class S3ChunkStorage(ArrowChunkStorage):
             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=options.max_attempts),
         )
 
+    def check_bucket(self) -> None:
+        """``InvalidTier2UriError`` unless the bucket exists (and these credentials see it)."""
+        try:
+            self._client.head_bucket(Bucket=self._bucket)
+        except boto_errors.ClientError as e:
+            if _status(e) == 404:
+                raise InvalidTier2UriError(self.uri, f"bucket {self._bucket} does not exist") from e
+            raise self._boto_error(e, "") from e
+        except boto_errors.BotoCoreError as e:
+            raise self._boto_error(e, "") from e
+
     def _create_bucket(self) -> None:
         try:
             self._client.head_bucket(Bucket=self._bucket)

@@ -8,12 +8,34 @@ gap. ``list_segments`` lists only to find the manifests.
 from __future__ import annotations
 
 from bisect import bisect_right
+from dataclasses import dataclass
 
 from segmentstore.tier2.chunk_storage import ChunkStorage, check_range
-from segmentstore.tier2.errors import ChunkNotFoundError, ManifestNotFoundError
+from segmentstore.tier2.errors import (
+    ChunkNotFoundError,
+    InvalidManifestError,
+    ManifestNotFoundError,
+)
 from segmentstore.tier2.layout import SEGMENTS_PREFIX, is_manifest_key
-from segmentstore.tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest, parse_manifest
+from segmentstore.tier2.manifest import (
+    ChunkInfo,
+    ManifestStore,
+    SegmentManifest,
+    claimed_name,
+    parse_manifest,
+)
 from segmentstore.tier2.time_index import TimeIndexEntry, read_time_index
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableManifest:
+    """A manifest object that does not parse or breaks an invariant. ``name`` is the segment
+    it belongs to when the damaged document still says so (checked against the key), else
+    None: the key alone, a hash, does not tell."""
+
+    key: str
+    name: str | None
+    reason: str
 
 
 class SegmentReader:
@@ -73,14 +95,31 @@ class SegmentReader:
         Names come from the manifests (keys are hashes). A segment deleted while listing is
         left out; a manifest that does not parse raises ``InvalidManifestError``.
         """
-        found = []
+        found, unreadable = self.scan_segments(prefix)
+        if unreadable:
+            raise InvalidManifestError(unreadable[0].key, unreadable[0].reason)
+        return found
+
+    def scan_segments(
+        self, prefix: str = ""
+    ) -> tuple[list[SegmentManifest], list[UnreadableManifest]]:
+        """:meth:`list_segments` that goes on past damaged manifests: the readable manifests
+        whose names start with ``prefix``, sorted by name, and every unreadable one that
+        belongs to such a name or whose name is unknown, sorted by key."""
+        found, unreadable = [], []
         for key in self._storage.list(SEGMENTS_PREFIX):
             if not is_manifest_key(key):
                 continue
             loaded = self._storage.get(key)
             if loaded is None:
                 continue
-            manifest = parse_manifest(key, loaded[0])
+            try:
+                manifest = parse_manifest(key, loaded[0])
+            except InvalidManifestError as e:
+                name = claimed_name(key, loaded[0])
+                if name is None or name.startswith(prefix):
+                    unreadable.append(UnreadableManifest(key, name, e.reason))
+                continue
             if manifest.name.startswith(prefix):
                 found.append(manifest)
-        return sorted(found, key=lambda m: m.name)
+        return sorted(found, key=lambda m: m.name), sorted(unreadable, key=lambda u: u.key)

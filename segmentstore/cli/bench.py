@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from typing import Any
 
@@ -231,6 +232,7 @@ def _client(args: argparse.Namespace) -> int:
 
 def _spark(args: argparse.Namespace) -> int:
     use_this_python_for_spark_workers()
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines say nothing here
     from segmentstore.bench.report import print_table, write_json
     from segmentstore.jobs import bench as spark_bench  # lazily, like every Spark import
 

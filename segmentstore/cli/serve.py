@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -103,11 +104,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"segmentstore: {error}", file=sys.stderr)
         return 2
     if args.print_config:
-        print(settings.model_dump_json(indent=2))  # secrets print as **********
+        print(effective_config(settings))
         return 0
     configure_logging(settings.log.level, settings.log.format)
     _serve(settings)
     return 0
+
+
+def effective_config(settings: Settings) -> str:
+    """The settings as JSON (secrets print as **********), with what an empty setting stands
+    for spelled out: ``tier2.uri`` is ``<data_dir>/tier2`` unless set."""
+    document = json.loads(settings.model_dump_json())
+    document["tier2"]["uri"] = settings.tier2_uri()
+    return json.dumps(document, indent=2)
 
 
 def _settings(args: argparse.Namespace) -> Settings:

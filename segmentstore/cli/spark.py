@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
+import signal
 import sys
+import threading
+from pathlib import Path
 from typing import Any
 
 
@@ -36,7 +41,11 @@ def add_command(commands: Any) -> None:
         command.add_argument("--starting-offsets", default="earliest", help='or {"seg": N}')
         command.add_argument("--ending-offsets", default="latest", help='or {"seg": N}')
         command.add_argument("--fail-on-data-loss", choices=["true", "false"], default="true")
-        command.add_argument("--master", default="local[2]", help="Spark master URL")
+        command.add_argument(
+            "--master",
+            default=None,
+            help="Spark master URL (default: $MASTER, as spark-submit reads it, else local[2])",
+        )
         command.add_argument(
             "--python",
             default=None,
@@ -52,6 +61,50 @@ def add_command(commands: Any) -> None:
         )
         command.add_argument("--json", default=None, help="also write the summary here")
         command.set_defaults(run=run)
+    standalone = jobs.add_parser(
+        "standalone",
+        help="a Spark standalone cluster on this machine (a Master and a Worker on 127.0.0.1), "
+        "until stopped",
+    )
+    standalone.add_argument("--port", type=int, default=7077, help="the Master's port")
+    standalone.add_argument("--cores", type=int, default=2, help="cores the Worker offers")
+    standalone.add_argument("--memory", default="2g", help="memory the Worker offers")
+    standalone.set_defaults(run=run_standalone)
+
+
+def run_standalone(args: argparse.Namespace) -> int:
+    """Start a Master and a Worker from the installed PySpark's ``spark-class``, print the
+    master URL, and stop both (and the Worker's executors) on SIGTERM or Ctrl-C."""
+    from segmentstore.jobs.standalone import ClusterStartError, StandaloneCluster
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    cluster = StandaloneCluster(
+        os.environ, worker_cores=args.cores, worker_memory=args.memory, master_port=args.port
+    )
+    try:
+        cluster.start()
+    except ClusterStartError as error:
+        print(f"segmentstore spark standalone: {error}", file=sys.stderr)
+        return 1
+    try:
+        print(cluster.master_url, flush=True)
+        print(
+            f"a Master at {cluster.master_url} and a Worker with {args.cores} cores; "
+            "SIGTERM or Ctrl-C stops both",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.wait()
+    finally:
+        cluster.stop()
+    return 0
+
+
+def default_master() -> str:
+    """``$MASTER`` (the variable spark-submit reads), else local Spark."""
+    return os.environ.get("MASTER") or "local[2]"
 
 
 def use_this_python_for_spark_workers() -> None:
@@ -75,9 +128,18 @@ def key_values(items: list[str], flag: str) -> dict[str, str]:
     return pairs
 
 
+def write_summary(path: str | None, job: str, rows: list[dict[str, Any]]) -> None:
+    if path:
+        Path(path).write_text(json.dumps({"job": job, "results": rows}, indent=2) + "\n")
+        print(f"wrote {path}")
+
+
 def run(args: argparse.Namespace) -> int:
-    from segmentstore.bench.report import print_table, write_json
+    from segmentstore.bench.report import print_table
     from segmentstore.jobs.command import run_job  # lazily: only the spark jobs load Spark
+    from segmentstore.jobs.failures import one_line
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines say nothing to a user
 
     options = {
         "tier2": args.tier2,
@@ -92,15 +154,16 @@ def run(args: argparse.Namespace) -> int:
         summary = run_job(
             args.job,
             options,
-            master=args.master,
+            master=args.master or default_master(),
             output=getattr(args, "output", None),
             overwrite=getattr(args, "overwrite", False),
             python=executor_python(args.python),
             conf=key_values(args.conf, "--conf"),
         )
     except Exception as error:  # Spark's errors carry the data source's message inside
-        print(f"segmentstore spark {args.job}: failed: {error}", file=sys.stderr)
+        logging.getLogger(__name__).debug("segmentstore spark %s failed", args.job, exc_info=True)
+        print(f"segmentstore spark {args.job}: failed: {one_line(error)}", file=sys.stderr)
         return 1
     print_table(summary.rows, summary.columns)
-    write_json(args.json, f"spark-{args.job}", summary.rows)
+    write_summary(args.json, args.job, summary.rows)
     return 0

@@ -6,15 +6,38 @@ import sys
 from collections.abc import Mapping
 from typing import BinaryIO, TextIO
 
-from segmentstore.tier2 import ManifestStore, SegmentReader, Tier2Error, open_chunk_storage
+from segmentstore.tier2 import (
+    ChunkStorage,
+    ManifestStore,
+    SegmentReader,
+    Tier2Error,
+    open_chunk_storage,
+)
 
 _PIECE = 8 << 20
 
 
-def list_segments(uri: str, prefix: str, options: Mapping[str, str], out: TextIO) -> int:
-    storage = open_chunk_storage(uri, options=dict(options))
+def _open(uri: str, options: Mapping[str, str]) -> ChunkStorage | None:
+    """The storage of a location that must exist (reading never creates one); None, and the
+    error on stderr, if it cannot be opened."""
     try:
-        manifests = SegmentReader(storage).list_segments(prefix)
+        return open_chunk_storage(uri, options=dict(options), must_exist=True)
+    except Tier2Error as error:
+        sys.stderr.write(f"segmentstore: {error}\n")
+        return None
+
+
+def list_segments(uri: str, prefix: str, options: Mapping[str, str], out: TextIO) -> int:
+    """The segments whose names start with ``prefix``. A location that does not exist is an
+    error; so is a damaged manifest of a listed segment, or one whose segment is unknown
+    (both reported on stderr after the listing); a prefix that matches nothing, a warning."""
+    storage = _open(uri, options)
+    if storage is None:
+        return 1
+    try:
+        reader = SegmentReader(storage)
+        manifests, unreadable = reader.scan_segments(prefix)
+        holds_any = bool(manifests or unreadable) or reader.holds_any_segment()
     except Tier2Error as error:
         sys.stderr.write(f"segmentstore: {error}\n")
         return 1
@@ -25,7 +48,18 @@ def list_segments(uri: str, prefix: str, options: Mapping[str, str], out: TextIO
         out.write(
             f"{m.start_offset:>14} {m.storage_length:>16} {str(m.sealed).lower():>6}  {m.name}\n"
         )
-    return 0
+    out.flush()
+    for broken in unreadable:
+        whose = f"of {broken.name!r}" if broken.name else "of an unknown segment"
+        sys.stderr.write(
+            f"segmentstore: the manifest {broken.key} {whose} cannot be read: {broken.reason}\n"
+        )
+    if not manifests and not unreadable:
+        empty = "" if holds_any else " (it holds no segment at all)"
+        sys.stderr.write(
+            f"segmentstore: warning: no segment in {uri} starts with {prefix!r}{empty}\n"
+        )
+    return 1 if unreadable else 0
 
 
 def cat_segment(
@@ -38,7 +72,9 @@ def cat_segment(
 ) -> int:
     """Write the segment's bytes from ``offset`` (default: its start) for ``length`` bytes
     (default: to its storage length), all read through one manifest."""
-    storage = open_chunk_storage(uri, options=dict(options))
+    storage = _open(uri, options)
+    if storage is None:
+        return 1
     try:
         reader = SegmentReader(storage)
         found = ManifestStore(storage).load(name)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import socket
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ import httpx
 import pytest
 import uvicorn
 from readiness import wait_ready
+from served_store import ServedStore
 
 from segmentstore import SegmentStore
 from segmentstore.api.server import server_config, serving_app
@@ -41,9 +41,9 @@ Event = tuple[str, int, bytes]  # segment, offset, payload
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    # The Python workers of a local Spark run PYSPARK_PYTHON (default "python3"): make them
-    # this interpreter, the one that has jobs/ installed.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # No PYSPARK_PYTHON: the session's executors run this interpreter by default, the one
+    # that has the project installed (what every test here then proves).
+    assert "PYSPARK_PYTHON" not in os.environ and "MASTER" not in os.environ
     from segmentstore.jobs.session import start_session
 
     session = start_session(
@@ -120,6 +120,26 @@ def serve_store(data: Path, **options: Any) -> Iterator[LiveServer]:
     finally:
         running.stop()
         listener.close()
+
+
+# The Storage Writer of `served` flushes every 100 ms and rolls chunks at 4 KiB (the smallest
+# it takes), so appends are split between flushes and chunks while a stream reads them.
+SERVED_SETTINGS = {
+    "SEGMENTSTORE_STORAGE_WRITER__FLUSH_INTERVAL_MS": "100",
+    "SEGMENTSTORE_STORAGE_WRITER__FLUSH_THRESHOLD_BYTES": str(2 * KiB),
+    "SEGMENTSTORE_STORAGE_WRITER__MAX_CHUNK_BYTES": str(4 * KiB),
+}
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[ServedStore]:
+    """``segmentstore serve`` as a process of its own over ``tmp_path/data``."""
+    server = ServedStore(tmp_path / "data", tmp_path / "serve.log", SERVED_SETTINGS)
+    try:
+        server.wait_ready(120)
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

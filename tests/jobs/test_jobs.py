@@ -19,7 +19,9 @@ from store_checks import flush
 
 from segmentstore import SegmentStore
 from segmentstore.jobs.compact import compact_events
+from segmentstore.jobs.errors import OutputExistsError
 from segmentstore.jobs.export import export_events
+from segmentstore.jobs.failures import one_line
 from segmentstore.jobs.progress import Progress
 from segmentstore.jobs.stats import segment_stats
 from segmentstore.tier2 import ManifestStore, open_chunk_storage
@@ -99,6 +101,14 @@ async def test_export_writes_every_event_to_parquet_by_segment(spark: Any, tmp_p
     assert summary["bytes"] == sum(len(e[2]) for e in events)
     back = spark.read.parquet(output).collect()
     assert sorted((r["segment"], r["offset"], bytes(r["event"])) for r in back) == sorted(events)
+    # again, onto the output it wrote: refused, naming how to replace it; then replaced
+    quiet = Progress(spark, io.StringIO())
+    with pytest.raises(OutputExistsError, match=f"the output {output} already exists") as again:
+        export_events(spark, {"tier2": uri, "segments": "export/*"}, output, quiet)
+    assert "--overwrite" in one_line(again.value)
+    assert export_events(
+        spark, {"tier2": uri, "segments": "export/0"}, output, quiet, overwrite=True
+    )["events"] == len([e for e in events if e[0] == "export/0"])
 
 
 async def test_compact_keeps_the_last_value_per_key_and_drops_tombstones(
@@ -139,13 +149,8 @@ async def test_compact_fails_on_an_event_without_a_key(spark: Any, tmp_path: Pat
         )
 
 
-@pytest.mark.slow
-async def test_the_command_line_runs_stats_on_its_own_local_spark(tmp_path: Path) -> None:
-    rng = random.Random(35)
-    uri, events = await write(tmp_path, {"cli/0": random_events(rng, 50)})
-    report = tmp_path / "stats.json"
-    command = ["spark", "stats", uri, "--segments", "cli/*", "--json", str(report)]
-    process = subprocess.run(
+def run_cli(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "segmentstore.cli", *command],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -153,8 +158,43 @@ async def test_the_command_line_runs_stats_on_its_own_local_spark(tmp_path: Path
         text=True,
         timeout=240,
     )
+
+
+@pytest.mark.slow
+async def test_the_command_line_runs_stats_on_its_own_local_spark(tmp_path: Path) -> None:
+    rng = random.Random(35)
+    uri, events = await write(tmp_path, {"cli/0": random_events(rng, 50)})
+    report = tmp_path / "stats.json"
+    process = run_cli("spark", "stats", uri, "--segments", "cli/*", "--json", str(report))
     assert process.returncode == 0, process.stderr
-    [row] = json.loads(report.read_text())["results"]
+    summary = json.loads(report.read_text())
+    assert summary["job"] == "stats" and "benchmark" not in summary
+    [row] = summary["results"]
     assert (row["segment"], row["events"]) == ("cli/0", len(events))
     assert re.search(r"scan 1 segments, \d+ partitions: done in", process.stderr)
     assert "cli/0" in process.stdout
+
+
+@pytest.mark.slow
+async def test_a_failed_job_says_the_projects_error_in_one_line(tmp_path: Path) -> None:
+    """A chunk shorter than its manifest says fails a task on an executor: the command says
+    so in one line, with no Python traceback and no Java stack trace around it."""
+    rng = random.Random(36)
+    uri, _ = await write(tmp_path, {"cli/0": random_events(rng, 300)})
+    storage = open_chunk_storage(uri)
+    try:
+        loaded = ManifestStore(storage).load("cli/0")
+        assert loaded is not None and len(loaded[0].chunks) > 2
+        chunk = loaded[0].chunks[1]
+    finally:
+        storage.close()
+    os.truncate(Path(uri.removeprefix("file://")) / chunk.key, 100)
+    process = run_cli("spark", "stats", uri, "--segments", "cli/*")
+    assert process.returncode == 1
+    last = process.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        f"segmentstore spark stats: failed: DataLossError: data loss in segment 'cli/0', "
+        f"chunk {chunk.key}: bytes [{chunk.start_offset}, {chunk.end_offset}) cannot be read"
+    ), process.stderr
+    for noise in ("Traceback", 'File "', "\tat ", "PythonException"):
+        assert noise not in process.stderr, process.stderr

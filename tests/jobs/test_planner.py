@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from segmentstore.jobs.errors import BrokenFramingError, DataLossError
+from segmentstore.jobs.errors import BrokenFramingError, DataLossError, ScanOptionsError
 from segmentstore.jobs.options import ScanOptions
 from segmentstore.jobs.partition_reader import read_partition
 from segmentstore.jobs.planner import ScanPlan, plan_scan
@@ -131,13 +131,24 @@ def test_a_boundary_that_is_not_an_event_boundary_fails_the_partition_before_it(
         read_all(storage, plan)
 
 
-def test_the_scan_ends_at_the_last_whole_event_before_the_ending_offset(
-    storage: ChunkStorage,
+@pytest.mark.parametrize("into", [5, 8, 13])  # into the header, at the payload, in it
+def test_an_offset_inside_an_event_is_refused_naming_the_event(
+    storage: ChunkStorage, into: int
 ) -> None:
     expected = build(storage, "s/0", 5)
-    inside = expected[200]
-    stop = inside[1] + 5  # inside the header (or payload) of event 200
-    plan = plan_scan(options(storage, ending_offsets=f'{{"s/0": {stop}}}'), storage)
+    event = expected[200][1]
+    end = expected[201][1]
+    assert end - event > 13
+    inside = event + into
+    for option, which in (("ending_offsets", "ending"), ("starting_offsets", "starting")):
+        with pytest.raises(
+            ScanOptionsError,
+            match=rf"'s/0': {which} offset {inside} is inside the event \[{event}, {end}\)",
+        ):
+            plan_scan(options(storage, **{option: f'{{"s/0": {inside}}}'}), storage)
+    # an ending offset that is an event's end is where the scan ends, exactly
+    plan = plan_scan(options(storage, ending_offsets=f'{{"s/0": {event}}}'), storage)
+    assert plan.partitions[-1].exact
     assert read_all(storage, plan) == expected[:200]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +20,7 @@ from .test_datasource import random_events
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 KiB = 1024
-# The Storage Writer flushes every 100 ms and rolls chunks at 4 KiB (the smallest it takes),
-# so appends are split between flushes and chunks while the query runs.
-SETTINGS = {
-    "SEGMENTSTORE_STORAGE_WRITER__FLUSH_INTERVAL_MS": "100",
-    "SEGMENTSTORE_STORAGE_WRITER__FLUSH_THRESHOLD_BYTES": str(2 * KiB),
-    "SEGMENTSTORE_STORAGE_WRITER__MAX_CHUNK_BYTES": str(4 * KiB),
-}
 MAX_BYTES_PER_TRIGGER = 64 * KiB
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[ServedStore]:
-    server = ServedStore(tmp_path / "data", tmp_path / "serve.log", SETTINGS)
-    try:
-        server.wait_ready(120)
-        yield server
-    finally:
-        server.stop()
 
 
 def append(http: httpx.Client, name: str, rng: random.Random, batches: int) -> None:

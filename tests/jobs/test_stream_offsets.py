@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from segmentstore.jobs.boundaries import SegmentBoundaries
 from segmentstore.jobs.errors import DataLossError
-from segmentstore.jobs.stream_offsets import flushed_offsets, next_offsets
+from segmentstore.jobs.stream_offsets import flushed_boundary, next_offsets
 from segmentstore.jobs.synthetic import HEADER, framed_appends, write_segment
 from segmentstore.tier2 import ChunkStorage, SegmentManifest, open_chunk_storage
 
@@ -65,7 +66,7 @@ def test_a_flush_that_ends_inside_an_event_stops_before_it(tmp_path: Path) -> No
     assert cut.storage_length == 300 * FRAMED + 50
     unlimited = next_offsets({}, [cut], storage, max_bytes=None, fail_on_data_loss=True)
     assert unlimited == {"offsets/0": 300 * FRAMED}
-    assert flushed_offsets([cut], storage) == {"offsets/0": 300 * FRAMED}
+    assert flushed_boundary(SegmentBoundaries(storage, cut)) == 300 * FRAMED
     # a limit below one event still moves on by one whole event, never into the cut one
     ten = {"offsets/0": 10 * FRAMED}
     one_on = next_offsets(ten, [cut], storage, max_bytes=5, fail_on_data_loss=True)

@@ -33,6 +33,7 @@ def test_public_names_are_pinned() -> None:
         "Tier2IOError",
         "Tier2UnavailableError",
         "TimeIndexEntry",
+        "UnreadableManifest",
         "chunk_key",
         "manifest_key",
         "open_chunk_storage",

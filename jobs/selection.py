@@ -1,0 +1,124 @@
+"""Which segments a read selects: their manifests, read once, and what to say about the rest.
+
+* A segment named exactly must have a manifest (for a batch read; a stream waits for it).
+* A manifest that cannot be read fails only the reads that include its segment: with
+  ``fail_on_data_loss=true`` a :class:`~segmentstore.jobs.errors.DataLossError` naming the
+  segment and the manifest, with ``false`` a warning and the segment left out. Keys are
+  hashes, so a damaged manifest whose document no longer says which segment it belongs to
+  cannot be matched against a prefix: it is left out of prefix reads with a warning.
+* A selection that matches nothing logs a warning, saying whether the location holds any
+  segment at all (a mistyped prefix in the URI looks like that). The location itself must
+  exist: the storage is opened with ``must_exist`` (:func:`open_read_storage`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import MutableSet
+
+from segmentstore.jobs.errors import DataLossError, ScanOptionsError
+from segmentstore.jobs.options import ScanOptions
+from segmentstore.tier2 import (
+    ChunkStorage,
+    InvalidManifestError,
+    ManifestStore,
+    SegmentManifest,
+    SegmentReader,
+    UnreadableManifest,
+    manifest_key,
+    open_chunk_storage,
+)
+
+log = logging.getLogger(__name__)
+
+
+def open_read_storage(uri: str, options: dict[str, str]) -> ChunkStorage:
+    """The chunk storage of a Tier 2 location that must already exist (reads never create
+    one: a mistyped URI is an error, not an empty location)."""
+    return open_chunk_storage(uri, options=options, must_exist=True)
+
+
+def select_segments(
+    options: ScanOptions,
+    storage: ChunkStorage,
+    *,
+    required: bool = True,
+    warned: MutableSet[str] | None = None,
+) -> list[SegmentManifest]:
+    """The manifests of the selected segments, by name. A named segment without one is an
+    error if ``required``, else left out (a stream waits for its first flush). ``warned``
+    collects what was already warned about, so that a stream, which selects again for every
+    micro-batch, says each thing once."""
+    warned = set() if warned is None else warned
+    selection = options.segments
+    found: dict[str, SegmentManifest] = {}
+    unreadable: list[UnreadableManifest] = []
+    store = ManifestStore(storage)
+    for name in selection.names:
+        try:
+            loaded = store.load(name)
+        except InvalidManifestError as e:
+            unreadable.append(UnreadableManifest(manifest_key(name), name, e.reason))
+            continue
+        if loaded is None and required:
+            raise ScanOptionsError(
+                f"segment {name!r} has no manifest in Tier 2 at {storage.uri} "
+                "(it does not exist, or nothing of it has been flushed yet)"
+            )
+        if loaded is not None:
+            found[name] = loaded[0]
+    if selection.prefixes:
+        shortest = min(selection.prefixes, key=len)
+        common = shortest if all(p.startswith(shortest) for p in selection.prefixes) else ""
+        listed, damaged = SegmentReader(storage).scan_segments(common)
+        for manifest in listed:
+            if manifest.name.startswith(selection.prefixes):
+                found.setdefault(manifest.name, manifest)
+        for broken in damaged:
+            if broken.name is None:
+                _warn_once(
+                    warned,
+                    broken.key,
+                    "Tier 2 at %s: the manifest %s cannot be read (%s) and no longer says which "
+                    "segment it belongs to; if segments=%s selects it, it is left out",
+                    storage.uri,
+                    broken.key,
+                    broken.reason,
+                    selection.describe(),
+                )
+            elif selection.matches(broken.name) and broken.name not in found:
+                unreadable.append(broken)
+    for broken in unreadable:
+        _unreadable(broken, storage.uri, options.fail_on_data_loss, warned)
+    if not found and not unreadable:
+        _nothing_matches(options, storage, warned)
+    return [found[name] for name in sorted(found)]
+
+
+def _unreadable(
+    broken: UnreadableManifest, uri: str, fail_on_data_loss: bool, warned: MutableSet[str]
+) -> None:
+    assert broken.name is not None
+    reason = f"its manifest {broken.key} in Tier 2 at {uri} cannot be read: {broken.reason}"
+    if fail_on_data_loss:
+        raise DataLossError(broken.name, reason)
+    _warn_once(warned, broken.key, "segment %r is left out: %s", broken.name, reason)
+
+
+def _nothing_matches(options: ScanOptions, storage: ChunkStorage, warned: MutableSet[str]) -> None:
+    selection = options.segments.describe()
+    empty = "" if SegmentReader(storage).holds_any_segment() else " (it holds no segment at all)"
+    _warn_once(
+        warned,
+        "nothing matches",
+        "no segment in Tier 2 at %s matches segments=%s%s",
+        storage.uri,
+        selection,
+        empty,
+    )
+
+
+def _warn_once(warned: MutableSet[str], key: str, message: str, *args: object) -> None:
+    if key not in warned:
+        warned.add(key)
+        log.warning(message, *args)
