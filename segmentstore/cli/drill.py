@@ -44,8 +44,8 @@ def add_command(commands: Any) -> None:
     drill.add_argument(
         "--faults", default=None,
         help="comma-separated kinds (default: all that apply): kill, container_restart,"
-        " tier2_outage, tier2_full, tier1_full, torn_tail; a cluster's: kill, node_pause,"
-        " jetstream_kill, container_restart, tier2_outage",
+        " tier2_outage, tier2_full, tier1_full, torn_tail, power_loss; a cluster's: kill,"
+        " node_pause, jetstream_kill, container_restart, tier2_outage",
     )  # fmt: skip
     drill.add_argument("--segments", type=int, default=16)
     drill.add_argument("--writers", type=int, default=8)
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
         deployment = SpawnedCluster(args.tier2, args.nodes, os.environ, args.lease_ms)
     elif args.spawn:
-        deployment = SpawnedDeployment(args.tier2)
+        deployment = SpawnedDeployment(args.tier2, power_loss="power_loss" in faults)
     else:
         deployment = RunningDeployment(args.url, args.kill_cmd)
     options = DrillOptions(
