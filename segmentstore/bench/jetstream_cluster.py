@@ -49,8 +49,10 @@ class JetStreamNode:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.client_port}"
 
-    def write_config(self, route_ports: list[int]) -> Path:
+    def write_config(self, route_ports: list[int], sync_interval: str | None = "always") -> Path:
+        """``sync_interval=None`` leaves NATS's own default (a sync every two minutes)."""
         routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports)
+        sync = "" if sync_interval is None else f"sync_interval: {sync_interval}"
         config = self.directory / "nats.conf"
         config.write_text(
             f"""
@@ -60,7 +62,7 @@ http: 127.0.0.1:{self.monitor_port}
 max_payload: 8MB
 jetstream {{
     store_dir: "{self.directory / "store"}"
-    sync_interval: always
+    {sync}
 }}
 cluster {{
     name: segmentstore-test
@@ -106,11 +108,11 @@ cluster {{
 class JetStreamCluster:
     """Three nodes named ``n1``..``n3``; :attr:`servers` is the client URL list."""
 
-    def __init__(self, root: Path, size: int = 3) -> None:
+    def __init__(self, root: Path, size: int = 3, sync_interval: str | None = "always") -> None:
         self.nodes = [JetStreamNode(f"n{i + 1}", root, []) for i in range(size)]
         routes = [node.route_port for node in self.nodes]
         for node in self.nodes:
-            node.write_config(routes)
+            node.write_config(routes, sync_interval)
 
     @property
     def servers(self) -> list[str]:

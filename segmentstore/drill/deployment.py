@@ -59,7 +59,7 @@ class Deployment(Protocol):
         ...
 
 
-def _node_settings(tier2_uri: str, tier2_options: dict[str, Any]) -> dict[str, Any]:
+def node_settings(tier2_uri: str, tier2_options: dict[str, Any]) -> dict[str, Any]:
     return {
         "store": {
             "containers": 4,
@@ -76,14 +76,18 @@ def _node_settings(tier2_uri: str, tier2_options: dict[str, Any]) -> dict[str, A
 
 class SpawnedDeployment:
     def __init__(
-        self, tier2_kind: str, work_dir: Path | None = None, power_loss: bool = False
+        self,
+        tier2_kind: str,
+        work_dir: Path | None = None,
+        power_loss: bool = False,
+        fs_model: str = "strict",
     ) -> None:
         self._own_dir = work_dir is None
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="segmentstore-drill-"))
         self.tier2_kind = tier2_kind
         self.unavailable: dict[str, str] = dict(CLUSTER_ONLY)
         # power_loss: the data and Tier 2 directories on lazyfs, over the small disks.
-        self._lazy = LazyDisks(self.work_dir) if power_loss else None
+        self._lazy = LazyDisks(self.work_dir, fs_model) if power_loss else None
         if not power_loss:
             self.unavailable["power_loss"] = "the deployment was started without lazyfs"
         self._tier1_disk: SmallDisk | None = None
@@ -106,7 +110,7 @@ class SpawnedDeployment:
             if self._tier2_disk is None:
                 self.unavailable["tier2_outage"] = self.unavailable["tier2_full"]
             uri, options = f"file://{tier2_dir}", {}
-        self.node = SpawnedNode("node-1", data, self.work_dir, _node_settings(uri, options))
+        self.node = SpawnedNode("node-1", data, self.work_dir, node_settings(uri, options))
         self.url = self.node.url
         self.node.start()
         await asyncio.to_thread(self.node.wait_listening, 120)

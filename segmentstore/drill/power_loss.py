@@ -34,23 +34,27 @@ class LosesPower(Protocol):
 class LazyDisks:
     """Directories that lose what was not synced: each a lazyfs mount over ``<name>.disk``."""
 
-    def __init__(self, work_dir: Path) -> None:
+    def __init__(self, work_dir: Path, model: str = "strict") -> None:
         self.work_dir = work_dir
+        self.model = model  # which sync makes a name durable (lazyfs.unsynced_names)
         self.mounts: list[LazyMount] = []
+        self.labels: dict[Path, str] = {}  # mount point -> what the notes call it
         self.unavailable: str | None = None  # why not, if a mount failed
 
     @staticmethod
     def backing(path: Path) -> Path:
         return path.with_name(path.name + ".disk")
 
-    def mount(self, path: Path, model: str = "strict") -> Path:
+    def mount(self, path: Path, label: str | None = None) -> Path:
         """Mount lazyfs at ``path`` over its backing directory; the directory to use: ``path``,
         or the backing directory itself where FUSE cannot be mounted (then
         :attr:`unavailable` says why)."""
         backing = self.backing(path)
+        label = label or path.name
         if self.unavailable is None:
-            log = self.work_dir / f"lazyfs-{path.name}.log"
-            mount = LazyMount(backing, path, model=model, log=log)
+            self.labels[path] = label
+            log = self.work_dir / f"lazyfs-{label}.log"
+            mount = LazyMount(backing, path, model=self.model, log=log)
             try:
                 mount.mount()
             except FuseUnavailable as reason:
@@ -67,7 +71,10 @@ class LazyDisks:
 
     def lose_power(self, rng: random.Random) -> str:
         """Every mount loses what it had not synced (kill the processes using them first)."""
-        return "; ".join(describe(m, m.lose_power(rng.randrange(1 << 31))) for m in self.mounts)
+        return "; ".join(
+            describe(self.labels[m.mountpoint], m.lose_power(rng.randrange(1 << 31)))
+            for m in self.mounts
+        )
 
     def unmount(self) -> None:
         for mount in self.mounts:
@@ -97,11 +104,11 @@ async def cut_power(
     return f"syncs held {held_s:.2f} s; " + "; ".join(notes)
 
 
-def describe(mount: LazyMount, report: dict[str, Any]) -> str:
+def describe(label: str, report: dict[str, Any]) -> str:
     """One fault note's part: the seed that replays this loss, and what it dropped."""
     writes, names = report["unsynced_writes"], report["unsynced_names"]
     dropped = writes - report["writes_kept"], names - report["names_kept"]
     return (
-        f"{mount.mountpoint.name} seed {report['seed']}: dropped {dropped[0]}/{writes} writes"
+        f"{label} seed {report['seed']}: dropped {dropped[0]}/{writes} writes"
         f" in {report['files_with_unsynced_data']} files, {dropped[1]}/{names} name changes"
     )

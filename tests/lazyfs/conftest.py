@@ -8,20 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from lazy_mounts import mount_or_skip
 
-from segmentstore.drill.lazyfs import FuseUnavailable, LazyMount
+from segmentstore.drill.lazyfs import LazyMount
 from segmentstore.drill.lazyfs.kernel import mounted_here
-
-
-def mount_or_skip(root: Path, model: str = "strict", fsync_ms: float = 0.0) -> LazyMount:
-    mount = LazyMount(
-        root / "disk", root / "mnt", model=model, fsync_ms=fsync_ms, log=root / "lazyfs.log"
-    )
-    try:
-        mount.mount()
-    except FuseUnavailable as reason:
-        pytest.skip(f"FUSE cannot be mounted here: {reason}")
-    return mount
 
 
 @pytest.fixture
