@@ -188,11 +188,11 @@ class Server:
                 self._say({"unmounted": True})
                 raise Stop
             if op == "status":
+                unsynced = [u.unsynced for u in self.fs.files.values() if u.unsynced]
                 self._say(
                     {
-                        "files_with_unsynced_data": sum(
-                            1 for u in self.fs.files.values() if u.unsynced
-                        ),
+                        "files_with_unsynced_data": len(unsynced),
+                        "unsynced_writes": sum(unsynced),
                         "unsynced_names": len(self.fs.names.pending),
                     }
                 )
