@@ -41,13 +41,19 @@ class DrillReport:
     problems: list[str] = field(default_factory=list)
     max_recovery_s: float = 0.0
 
-    def recovery(self) -> dict[str, float | None]:
-        times = sorted(f.recovery_s for f in self.faults if f.recovery_s is not None)
+    def recovery(self, kind: str | None = None) -> dict[str, float | None]:
+        """Recovery times of every fault, or of one ``kind``."""
+        times = sorted(
+            f.recovery_s for f in self.faults if f.recovery_s is not None and kind in (None, f.kind)
+        )
         return {
             "p50": _percentile(times, 0.50),
             "p99": _percentile(times, 0.99),
             "max": times[-1] if times else None,
         }
+
+    def kinds(self) -> list[str]:
+        return sorted({f.kind for f in self.faults})
 
     @property
     def too_slow(self) -> list[FaultRecord]:
@@ -66,6 +72,10 @@ class DrillReport:
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["recovery_s"] = self.recovery()
+        doc["by_kind"] = {
+            kind: {"count": sum(f.kind == kind for f in self.faults), **self.recovery(kind)}
+            for kind in self.kinds()
+        }
         doc["passed"] = self.passed
         return doc
 
@@ -99,6 +109,10 @@ class DrillReport:
             ("result", "PASSED" if self.passed else "FAILED"),
         ):
             summary.add_row(label, str(value))
+        for kind in self.kinds():
+            times = " / ".join(_seconds(v) for v in self.recovery(kind).values())
+            count = sum(f.kind == kind for f in self.faults)
+            summary.add_row(f"{kind} ({count}): recovery p50 / p99 / max (s)", times)
         for kind, why in sorted(self.skipped.items()):
             summary.add_row(f"not injected: {kind}", why)
         for problem in self.problems[:20]:
