@@ -69,10 +69,10 @@ class LazyDisks:
         for mount in self.mounts:
             mount.hold_syncs()
 
-    def lose_power(self, rng: random.Random) -> str:
+    def lose_power(self, rng: random.Random, keep: str = "random") -> str:
         """Every mount loses what it had not synced (kill the processes using them first)."""
         return "; ".join(
-            describe(self.labels[m.mountpoint], m.lose_power(rng.randrange(1 << 31)))
+            describe(self.labels[m.mountpoint], m.lose_power(rng.randrange(1 << 31), keep))
             for m in self.mounts
         )
 
@@ -91,14 +91,21 @@ async def cut_power(
     loses what it had not synced. Returns once the processes are gone; the note says what
     was lost."""
     held_s = rng.uniform(0, _MAX_HOLD_S)
-    for disks in lazy:
-        await asyncio.to_thread(disks.hold_syncs)
-    await asyncio.sleep(held_s)
-    for proc in processes:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-    # Only now may they be waited for: a thread in a held fsync dies when its mount goes.
-    notes = [await asyncio.to_thread(disks.lose_power, rng) for disks in lazy]
+    notes: list[str] = []
+    try:
+        for disks in lazy:
+            await asyncio.to_thread(disks.hold_syncs)
+        await asyncio.sleep(held_s)
+        for proc in processes:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+        # Only now may they be waited for: a thread in a held fsync dies when its mount goes.
+        for disks in lazy:
+            notes.append(await asyncio.to_thread(disks.lose_power, rng))
+    finally:
+        if len(notes) < len(lazy):  # interrupted: no process may be left stuck in a sync
+            for disks in lazy[len(notes) :]:
+                await asyncio.to_thread(disks.lose_power, rng, "all")
     for proc in processes:
         await asyncio.to_thread(proc.wait, 60)
     return f"syncs held {held_s:.2f} s; " + "; ".join(notes)
