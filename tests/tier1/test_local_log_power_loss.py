@@ -102,3 +102,49 @@ async def _check(wal: Path) -> None:
     assert records[0].data == b"A" * 100  # the acknowledged record
     # What follows, if anything, is whole records of what was written, in order.
     assert [r.data[:1] for r in records[1:]] == [b"B", b"C"][: len(records) - 1]
+
+
+_ACK_ONE = """
+import asyncio, sys
+from segmentstore.tier1 import LocalDurableDataLog
+
+async def main():
+    log = LocalDurableDataLog(sys.argv[1])
+    await log.open()
+    await log.append([b"acknowledged"])
+    print("acked", flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def test_a_log_directory_made_several_levels_deep_survives_a_power_loss(tmp_path: Path) -> None:
+    """Opening a log makes its missing directories; each must be durable in its parent, or a
+    loss that keeps no un-synced name (``keep="none"``) takes the log away."""
+    mount = mount_or_skip(tmp_path)
+    try:
+        wal = mount.mountpoint / "a" / "b" / "wal"
+        writer = subprocess.Popen(
+            [sys.executable, "-c", _ACK_ONE, str(wal)], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert writer.stdout is not None and writer.stdout.readline() == "acked\n"
+            writer.kill()
+            mount.lose_power(1, "none")
+        finally:
+            writer.kill()
+            writer.wait()
+            if writer.stdout is not None:
+                writer.stdout.close()
+
+        async def reopened() -> list[bytes]:
+            log = LocalDurableDataLog(wal)
+            await log.open()
+            records = await read_all(log)
+            await log.close()
+            return [r.data for r in records]
+
+        assert asyncio.run(reopened()) == [b"acknowledged"]
+    finally:
+        mount.unmount()

@@ -171,7 +171,7 @@ class LazyFS:
     def chmod_chown_utime(self, nid: int, attributes: dict[str, Any]) -> None:
         path = self.nodes.path(self.nodes.get(nid))
         if "mode" in attributes:
-            os.chmod(path, attributes["mode"] & 0o7777, follow_symlinks=False)
+            os.chmod(path, attributes["mode"] & 0o7777)
         if "uid" in attributes or "gid" in attributes:
             uid, gid = attributes.get("uid", -1), attributes.get("gid", -1)
             os.chown(path, uid, gid, follow_symlinks=False)
