@@ -99,6 +99,8 @@ class SpawnedDeployment:
     async def start(self) -> None:
         data = self.work_dir / "node-1"
         self._tier1_disk, data = self._mount(data, 256 << 20, "tier1_full")
+        if self._lazy is not None:  # the node makes its directories on the disk that loses power
+            data = data / "data"
         if self.tier2_kind == "s3":
             self._moto = MotoTier2()
             self._moto.start()
@@ -107,6 +109,8 @@ class SpawnedDeployment:
         else:
             tier2_dir = self.work_dir / "tier2"
             self._tier2_disk, tier2_dir = self._mount(tier2_dir, 2 << 30, "tier2_full")
+            if self._lazy is not None:
+                tier2_dir = tier2_dir / "data"
             if self._tier2_disk is None:
                 self.unavailable["tier2_outage"] = self.unavailable["tier2_full"]
             uri, options = f"file://{tier2_dir}", {}
