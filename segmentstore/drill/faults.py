@@ -40,13 +40,20 @@ SINGLE_NODE_KINDS = (
     "torn_tail",
     "power_loss",
 )
-CLUSTER_KINDS = ("kill", "node_pause", "jetstream_kill", "container_restart", "tier2_outage")
-# One node whose Tier 1 is a JetStream cluster of three servers (power_loss.py).
+CLUSTER_KINDS = (
+    "kill",
+    "node_pause",
+    "node_leave",
+    "jetstream_kill",
+    "container_restart",
+    "tier2_outage",
+)
+# One node whose Tier 1 is a JetStream cluster of three servers (jetstream_power.py).
 JETSTREAM_NODE_KINDS = ("kill", "container_restart", "jetstream_power_loss")
-KINDS = (*SINGLE_NODE_KINDS, "node_pause", "jetstream_kill", "jetstream_power_loss")
+KINDS = (*SINGLE_NODE_KINDS, "node_pause", "node_leave", "jetstream_kill", "jetstream_power_loss")
 POWER_LOSSES = frozenset({"power_loss", "jetstream_power_loss"})
 # Injected in a cluster by breaking a process, healing without it, and mending it.
-NODE_FAULTS = frozenset({"kill", "node_pause", "jetstream_kill"})
+NODE_FAULTS = frozenset({"kill", "node_pause", "node_leave", "jetstream_kill"})
 PROBE_PREFIX = "drill-probe/"
 _STEADY_LAG_BYTES = 1 << 20
 
