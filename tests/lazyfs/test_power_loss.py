@@ -12,17 +12,10 @@ from pathlib import Path
 import pytest
 from lazy_mounts import mount_or_skip
 
+from segmentstore.data_dir import sync_directory
 from segmentstore.drill.lazyfs import LazyMount
 
 pytestmark = pytest.mark.integration
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write(path: Path, data: bytes, *, sync: bool, mode: str = "wb") -> None:
@@ -36,7 +29,7 @@ def _write(path: Path, data: bytes, *, sync: bool, mode: str = "wb") -> None:
 def test_unsynced_writes_are_lost_and_synced_ones_survive(lazy: LazyMount) -> None:
     root = lazy.mountpoint
     _write(root / "log", b"synced", sync=True)
-    _fsync(root)
+    sync_directory(root)
     _write(root / "log", b" and not", sync=False, mode="ab")
     assert (root / "log").read_bytes() == b"synced and not"
     report = lazy.lose_power(seed=1, keep="none")
@@ -52,7 +45,7 @@ def test_unsynced_writes_are_lost_and_synced_ones_survive(lazy: LazyMount) -> No
 def test_an_overwrite_and_a_truncation_come_undone(lazy: LazyMount) -> None:
     root = lazy.mountpoint
     _write(root / "f", b"0123456789", sync=True)
-    _fsync(root)
+    sync_directory(root)
     with open(root / "f", "r+b") as f:
         f.seek(3)
         f.write(b"abc")
@@ -66,10 +59,10 @@ def test_an_overwrite_and_a_truncation_come_undone(lazy: LazyMount) -> None:
 def test_a_new_file_needs_an_fsync_of_its_directory(lazy: LazyMount) -> None:
     root = lazy.mountpoint
     (root / "d").mkdir()
-    _fsync(root)
+    sync_directory(root)
     _write(root / "d" / "only-file-synced", b"data", sync=True)
     _write(root / "d" / "dir-synced-too", b"data", sync=True)
-    _fsync(root / "d")
+    sync_directory(root / "d")
     _write(root / "d" / "late", b"data", sync=True)
     lazy.lose_power(seed=1, keep="none")
     assert sorted(os.listdir(root / "d")) == ["dir-synced-too", "only-file-synced"]
@@ -91,8 +84,8 @@ def test_a_created_directory_needs_its_parent_synced(lazy: LazyMount) -> None:
     root = lazy.mountpoint
     (root / "a" / "b").mkdir(parents=True)
     _write(root / "a" / "b" / "f", b"data", sync=True)
-    _fsync(root / "a" / "b")
-    _fsync(root / "a")  # a/b is durable in a, but a itself is not in the root
+    sync_directory(root / "a" / "b")
+    sync_directory(root / "a")  # a/b is durable in a, but a itself is not in the root
     lazy.lose_power(seed=1, keep="none")
     assert os.listdir(root) == []
 
@@ -100,7 +93,7 @@ def test_a_created_directory_needs_its_parent_synced(lazy: LazyMount) -> None:
 def test_a_replace_by_rename_without_a_directory_fsync_is_undone(lazy: LazyMount) -> None:
     root = lazy.mountpoint
     _write(root / "manifest", b"version 1", sync=True)
-    _fsync(root)
+    sync_directory(root)
     _write(root / "manifest.tmp", b"version 2", sync=True)
     os.replace(root / "manifest.tmp", root / "manifest")
     assert (root / "manifest").read_bytes() == b"version 2"
@@ -110,7 +103,7 @@ def test_a_replace_by_rename_without_a_directory_fsync_is_undone(lazy: LazyMount
     # With the directory synced the new version is the one that stays.
     _write(root / "manifest.tmp", b"version 3", sync=True)
     os.replace(root / "manifest.tmp", root / "manifest")
-    _fsync(root)
+    sync_directory(root)
     lazy.lose_power(seed=1, keep="none")
     assert (root / "manifest").read_bytes() == b"version 3"
 
@@ -119,7 +112,7 @@ def test_removals_and_links_without_a_directory_fsync_come_back(lazy: LazyMount)
     root = lazy.mountpoint
     _write(root / "gone", b"still here", sync=True)
     (root / "empty").mkdir()
-    _fsync(root)
+    sync_directory(root)
     (root / "gone").unlink()
     (root / "empty").rmdir()
     _write(root / "tmp", b"linked", sync=True)
@@ -143,7 +136,7 @@ def test_a_power_loss_with_a_seed_replays(tmp_path: Path) -> None:
             root = mount.mountpoint
             for i in range(6):
                 _write(root / f"f{i}", b"base", sync=True)
-            _fsync(root)
+            sync_directory(root)
             for i in range(6):
                 for j in range(5):
                     _write(root / f"f{i}", f"+{j}".encode(), sync=False, mode="ab")
@@ -168,7 +161,7 @@ def test_an_fsync_under_way_when_the_power_goes_does_not_count(tmp_path: Path) -
     try:
         root = mount.mountpoint
         _write(root / "f", b"durable", sync=True)
-        _fsync(root)
+        sync_directory(root)
         mount.hold_syncs()
         failed: list[int | None] = []
         fd = os.open(root / "f", os.O_WRONLY | os.O_APPEND)
