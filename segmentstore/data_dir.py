@@ -25,7 +25,7 @@ def claim_data_dir(data_dir: Path, containers: int) -> None:
     """Create ``data_dir``, a Tier 1 directory per container and the identity with
     ``containers``, or check the recorded count (``InvalidArgumentError`` if it differs). The
     identity is written durably and whole, after the directories."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_directories(data_dir)
     identity = data_dir / IDENTITY_FILE
     if identity.exists():
         recorded = json.loads(identity.read_text())["containers"]
@@ -46,6 +46,20 @@ def claim_data_dir(data_dir: Path, containers: int) -> None:
         os.fsync(f.fileno())
     os.replace(temporary, identity)
     sync_directory(data_dir)
+
+
+def make_directories(path: Path) -> None:
+    """``mkdir -p`` whose every new directory is durable: its parent is fsynced once it is made
+    (a directory's name, like a file's, survives a power loss only once its parent is synced;
+    a data directory made and lost so would take everything acknowledged in it along)."""
+    if path.is_dir():
+        return
+    make_directories(path.parent)
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return
+    sync_directory(path.parent)
 
 
 def sync_directory(path: Path) -> None:

@@ -40,6 +40,7 @@ UNITS = {
     "segmentstore.client": "client",
     "segmentstore.bench": "bench",
     "segmentstore.drill": "drill",
+    "segmentstore.drill.lazyfs": "lazyfs",
     "segmentstore.cli": "cli",
 }
 STORAGE = {"tier1", "tier2", "cache"}
@@ -70,7 +71,9 @@ ALLOWED = {
     "bench": {"vocabulary", *SHARED, "store", "containers", "client", "tier2"},
     # the drill speaks to a deployment over HTTP only: it knows the store by its contract;
     # a cluster it spawns is bench's loopback processes (JetStream servers, cluster nodes)
-    "drill": {"vocabulary", *SHARED, "bench"},
+    "drill": {"vocabulary", *SHARED, "bench", "lazyfs"},
+    # a FUSE file system spoken straight to the kernel: it knows nothing of the store
+    "lazyfs": set(),
     "cli": {
         "vocabulary",
         *SHARED,

@@ -50,10 +50,14 @@ class JetStreamNode:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.client_port}"
 
-    def write_config(self, route_ports: list[int], text: str | None = None) -> Path:
+    def write_config(
+        self, route_ports: list[int], text: str | None = None, sync_interval: str | None = "always"
+    ) -> Path:
         """Writes the node's config file: ``text``, or a config of its own that listens on
-        loopback, takes any client and routes to ``route_ports``."""
+        loopback, takes any client and routes to ``route_ports``, with JetStream's
+        ``sync_interval`` (None: NATS's own default, a sync every two minutes)."""
         routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports)
+        sync = "" if sync_interval is None else f"sync_interval: {sync_interval}"
         config = self.directory / "nats.conf"
         config.write_text(
             text
@@ -64,7 +68,7 @@ http: 127.0.0.1:{self.monitor_port}
 max_payload: 8MB
 jetstream {{
     store_dir: "{self.directory / "store"}"
-    sync_interval: always
+    {sync}
 }}
 cluster {{
     name: segmentstore-test
@@ -123,12 +127,14 @@ class JetStreamCluster:
         *,
         server_config: Callable[[JetStreamNode, list[int]], str] | None = None,
         client_options: dict[str, Any] | None = None,
+        sync_interval: str | None = "always",
     ) -> None:
         self.nodes = [JetStreamNode(f"n{i + 1}", root, []) for i in range(size)]
         self.client_options = client_options or {}
         routes = [node.route_port for node in self.nodes]
         for node in self.nodes:
-            node.write_config(routes, server_config(node, routes) if server_config else None)
+            text = server_config(node, routes) if server_config else None
+            node.write_config(routes, text, sync_interval)
 
     @property
     def servers(self) -> list[str]:

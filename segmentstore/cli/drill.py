@@ -36,6 +36,22 @@ def add_command(commands: Any) -> None:
         help="spawned Tier 2: a directory on a small file system, or S3 on a moto server",
     )  # fmt: skip
     drill.add_argument(
+        "--tier1", choices=["local", "jetstream"], default="local",
+        help="a spawned node's Tier 1: its own disk, or a JetStream cluster of three servers"
+        " (whose faults are kill, container_restart, jetstream_power_loss)",
+    )  # fmt: skip
+    drill.add_argument(
+        "--jetstream-sync", choices=["always", "default"], default="always",
+        help="with --tier1 jetstream: the servers' sync_interval (default: NATS's own, which"
+        " syncs every two minutes, to show what a power loss then costs)",
+    )  # fmt: skip
+    drill.add_argument(
+        "--fs-model", choices=["strict", "journaled"], default=None,
+        help="what a power loss keeps of names: strict (POSIX: only an fsync of the directory"
+        " makes a name durable; the default) or journaled (any fsync does, as on ext4; the"
+        " default of --tier1 jetstream, because NATS relies on it)",
+    )  # fmt: skip
+    drill.add_argument(
         "--kill-cmd", default=None,
         help="with --url: kills a node, {node} replaced by its host:port",
     )  # fmt: skip
@@ -44,8 +60,9 @@ def add_command(commands: Any) -> None:
     drill.add_argument(
         "--faults", default=None,
         help="comma-separated kinds (default: all that apply): kill, container_restart,"
-        " tier2_outage, tier2_full, tier1_full, torn_tail; a cluster's: kill, node_pause,"
-        " node_leave, jetstream_kill, container_restart, tier2_outage",
+        " tier2_outage, tier2_full, tier1_full, torn_tail, power_loss; a cluster's: kill,"
+        " node_pause, node_leave, jetstream_kill, container_restart, tier2_outage;"
+        " --tier1 jetstream's: kill, container_restart, jetstream_power_loss",
     )  # fmt: skip
     drill.add_argument("--segments", type=int, default=16)
     drill.add_argument("--writers", type=int, default=8)
@@ -75,7 +92,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from segmentstore.drill.deployment import Deployment, RunningDeployment, SpawnedDeployment
-    from segmentstore.drill.faults import CLUSTER_KINDS, KINDS, SINGLE_NODE_KINDS
+    from segmentstore.drill.faults import (
+        CLUSTER_KINDS,
+        JETSTREAM_NODE_KINDS,
+        KINDS,
+        SINGLE_NODE_KINDS,
+    )
     from segmentstore.drill.progress import DrillProgress
     from segmentstore.drill.runner import DrillOptions, run_drill
 
@@ -86,7 +108,12 @@ def run(args: argparse.Namespace) -> int:
         print("segmentstore drill: --nodes is 1, or N >= 2 with --spawn (a cluster)",
               file=sys.stderr)  # fmt: skip
         return 2
-    default = CLUSTER_KINDS if args.nodes > 1 else SINGLE_NODE_KINDS
+    jetstream_node = args.tier1 == "jetstream" and args.nodes == 1
+    if jetstream_node and not args.spawn:
+        print("segmentstore drill: --tier1 jetstream spawns its node (--spawn)", file=sys.stderr)
+        return 2
+    default: tuple[str, ...] = CLUSTER_KINDS if args.nodes > 1 else SINGLE_NODE_KINDS
+    default = JETSTREAM_NODE_KINDS if jetstream_node else default
     faults = default if args.faults is None else tuple(k.strip() for k in args.faults.split(","))
     unknown = sorted(set(faults) - set(KINDS))
     if unknown:
@@ -98,8 +125,14 @@ def run(args: argparse.Namespace) -> int:
         from segmentstore.drill.cluster_deployment import SpawnedCluster
 
         deployment = SpawnedCluster(args.tier2, args.nodes, os.environ, args.lease_ms)
+    elif jetstream_node:
+        from segmentstore.drill.jetstream_power import SpawnedJetStreamNode
+
+        sync = None if args.jetstream_sync == "default" else "always"
+        deployment = SpawnedJetStreamNode(sync, args.fs_model or "journaled")
     elif args.spawn:
-        deployment = SpawnedDeployment(args.tier2)
+        power_loss = "power_loss" in faults
+        deployment = SpawnedDeployment(args.tier2, None, power_loss, args.fs_model or "strict")
     else:
         deployment = RunningDeployment(args.url, args.kill_cmd)
     options = DrillOptions(

@@ -34,6 +34,7 @@ from segmentstore.data_dir import (
     TIER1_DIR,
     claim_data_dir,
     container_tier1_dir,
+    make_directories,
     sync_directory,
 )
 from segmentstore.settings import Settings
@@ -110,7 +111,7 @@ def _refusal(data_dir: Path, uri: str, missing: list[int], containers: int, held
 def _begin(data_dir: Path, containers: int) -> None:
     if (data_dir / IDENTITY_FILE).exists():
         claim_data_dir(data_dir, containers)  # checks the count before anything is written
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_directories(data_dir)
     _write_durably(data_dir / REBUILDING_FILE)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from segmentstore.data_dir import sync_directory
 from segmentstore.tier2 import SegmentManifest
 
 log = logging.getLogger(__name__)
@@ -145,4 +146,5 @@ class RebuildReport:
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, path)
+        sync_directory(data_dir)  # the rename too survives a power loss
         return path

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from segmentstore.drill.moto_tier2 import URI as S3_URI
 from segmentstore.drill.moto_tier2 import MotoTier2
 from segmentstore.drill.node import SpawnedNode
+from segmentstore.drill.power_loss import LazyDisks, cut_power
 from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
 
 # Faults only a spawned cluster has (cluster_deployment).
@@ -63,7 +64,7 @@ class Deployment(Protocol):
         ...
 
 
-def _node_settings(tier2_uri: str, tier2_options: dict[str, Any]) -> dict[str, Any]:
+def node_settings(tier2_uri: str, tier2_options: dict[str, Any]) -> dict[str, Any]:
     return {
         "store": {
             "containers": 4,
@@ -79,11 +80,21 @@ def _node_settings(tier2_uri: str, tier2_options: dict[str, Any]) -> dict[str, A
 
 
 class SpawnedDeployment:
-    def __init__(self, tier2_kind: str, work_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        tier2_kind: str,
+        work_dir: Path | None = None,
+        power_loss: bool = False,
+        fs_model: str = "strict",
+    ) -> None:
         self._own_dir = work_dir is None
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="segmentstore-drill-"))
         self.tier2_kind = tier2_kind
         self.unavailable: dict[str, str] = dict(CLUSTER_ONLY)
+        # power_loss: the data and Tier 2 directories on lazyfs, over the small disks.
+        self._lazy = LazyDisks(self.work_dir, fs_model) if power_loss else None
+        if not power_loss:
+            self.unavailable["power_loss"] = "the deployment was started without lazyfs"
         self._tier1_disk: SmallDisk | None = None
         self._tier2_disk: SmallDisk | None = None
         self._moto: MotoTier2 | None = None
@@ -92,7 +103,9 @@ class SpawnedDeployment:
 
     async def start(self) -> None:
         data = self.work_dir / "node-1"
-        self._tier1_disk = self._mount(data, 256 << 20, "tier1_full")
+        self._tier1_disk, data = self._mount(data, 256 << 20, "tier1_full")
+        if self._lazy is not None:  # the node makes its directories on the disk that loses power
+            data = data / "data"
         if self.tier2_kind == "s3":
             self._moto = MotoTier2()
             self._moto.start()
@@ -100,30 +113,40 @@ class SpawnedDeployment:
             self.unavailable["tier2_full"] = "S3 (moto) has no size limit to fill"
         else:
             tier2_dir = self.work_dir / "tier2"
-            self._tier2_disk = self._mount(tier2_dir, 2 << 30, "tier2_full")
+            self._tier2_disk, tier2_dir = self._mount(tier2_dir, 2 << 30, "tier2_full")
+            if self._lazy is not None:
+                tier2_dir = tier2_dir / "data"
             if self._tier2_disk is None:
                 self.unavailable["tier2_outage"] = self.unavailable["tier2_full"]
             uri, options = f"file://{tier2_dir}", {}
-        self.node = SpawnedNode("node-1", data, self.work_dir, _node_settings(uri, options))
+        self.node = SpawnedNode("node-1", data, self.work_dir, node_settings(uri, options))
         self.url = self.node.url
         self.node.start()
         await asyncio.to_thread(self.node.wait_listening, 120)
 
-    def _mount(self, path: Path, size_bytes: int, fault: str) -> SmallDisk | None:
-        disk = SmallDisk(path, size_bytes)
+    def _mount(self, path: Path, size_bytes: int, fault: str) -> tuple[SmallDisk | None, Path]:
+        """A small disk for ``path`` (and lazyfs over it); the disk, and the path to use."""
+        disk = SmallDisk(path if self._lazy is None else self._lazy.backing(path), size_bytes)
+        mounted: SmallDisk | None = disk
         try:
             disk.mount()
         except SmallDiskUnavailable as reason:
-            path.mkdir(parents=True, exist_ok=True)
+            disk.path.mkdir(parents=True, exist_ok=True)
             self.unavailable[fault] = str(reason)
-            return None
-        return disk
+            mounted = None
+        if self._lazy is not None:
+            path = self._lazy.mount(path)
+            if self._lazy.unavailable is not None:
+                self.unavailable["power_loss"] = self._lazy.unavailable
+        return mounted, path
 
     async def close(self) -> None:
         if self.node is not None:
             await asyncio.to_thread(self.node.stop)
         if self._moto is not None:
             await asyncio.to_thread(self._moto.stop)
+        if self._lazy is not None:
+            await asyncio.to_thread(self._lazy.unmount)
         for disk in (self._tier1_disk, self._tier2_disk):
             if disk is not None:
                 disk.unmount()
@@ -149,6 +172,13 @@ class SpawnedDeployment:
         if torn_tail:
             await asyncio.to_thread(_tear_tail, self.node.data_dir, rng)
         self.node.start()
+
+    async def lose_power(self, kind: str, rng: random.Random) -> str:
+        """SIGKILL, and the loss of what the node's disks had not synced; then start it."""
+        assert self.node is not None and self.node.proc is not None and self._lazy is not None
+        note = await cut_power([self._lazy], [self.node.proc], rng)
+        self.node.start()
+        return note
 
     async def tier2(self, fault: str, on: bool) -> None:
         if self._moto is not None:
@@ -195,7 +225,7 @@ class RunningDeployment:
         self._kill_cmd = kill_cmd
         self.unavailable = {
             kind: "only a spawned deployment can have this fault"
-            for kind in ("tier2_outage", "tier2_full", "tier1_full", "torn_tail")
+            for kind in ("tier2_outage", "tier2_full", "tier1_full", "torn_tail", "power_loss")
         }
         self.unavailable.update(CLUSTER_ONLY)
         if kill_cmd is None:

@@ -10,6 +10,11 @@ In a spawned cluster, a node's SIGKILL or pause and a JetStream server's SIGKILL
 from the fault until the other nodes hold every container and appends succeed, the broken
 process still down; it is then mended (restarted, or woken) and the cluster must settle again
 within the same limit.
+
+A power loss (``power_loss``: the node; ``jetstream_power_loss``: all three JetStream servers
+at once) kills the processes and drops, at random from a seed the note gives, what their lazyfs
+mounts had not synced; they are started again at once, and recovery is measured from the kill
+(see ``power_loss``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import httpx
 
 from segmentstore.drill.deployment import Deployment
 from segmentstore.drill.load import answered, segment_path
+from segmentstore.drill.power_loss import LosesPower
 
 SINGLE_NODE_KINDS = (
     "kill",
@@ -32,6 +38,7 @@ SINGLE_NODE_KINDS = (
     "tier2_full",
     "tier1_full",
     "torn_tail",
+    "power_loss",
 )
 CLUSTER_KINDS = (
     "kill",
@@ -41,7 +48,10 @@ CLUSTER_KINDS = (
     "container_restart",
     "tier2_outage",
 )
-KINDS = (*SINGLE_NODE_KINDS, "node_pause", "node_leave", "jetstream_kill")
+# One node whose Tier 1 is a JetStream cluster of three servers (jetstream_power.py).
+JETSTREAM_NODE_KINDS = ("kill", "container_restart", "jetstream_power_loss")
+KINDS = (*SINGLE_NODE_KINDS, "node_pause", "node_leave", "jetstream_kill", "jetstream_power_loss")
+POWER_LOSSES = frozenset({"power_loss", "jetstream_power_loss"})
 # Injected in a cluster by breaking a process, healing without it, and mending it.
 NODE_FAULTS = frozenset({"kill", "node_pause", "node_leave", "jetstream_kill"})
 PROBE_PREFIX = "drill-probe/"
@@ -92,6 +102,14 @@ class FaultInjector:
     async def inject(self, kind: str, segments: list[str]) -> Outcome:
         if self._cluster is not None and kind in NODE_FAULTS:
             return await self._break_and_mend(self._cluster, kind)
+        if kind in POWER_LOSSES:
+            if not isinstance(self._deployment, LosesPower):
+                return Outcome(None, "this deployment cannot lose power")
+            started = time.monotonic()
+            note = await self._deployment.lose_power(kind, self._rng)
+            outcome = await self._healed(started)
+            outcome.note = f"{note}; {outcome.note}" if outcome.note else note
+            return outcome
         if kind in ("kill", "torn_tail"):
             started = time.monotonic()
             await self._deployment.kill(self._rng, torn_tail=kind == "torn_tail")

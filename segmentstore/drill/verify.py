@@ -21,12 +21,17 @@ class VerifyError(RuntimeError):
     """The store did not answer well enough, within the deadline, to verify anything."""
 
 
-async def _get(client: httpx.AsyncClient, path: str, deadline: float, **params: int) -> bytes:
+async def _get(
+    client: httpx.AsyncClient, path: str, deadline: float, **params: int
+) -> bytes | None:
+    """The answer's body; None if the segment does not exist (any more)."""
     while True:
         try:
             answer = await client.get(path, params=params)
             if answer.status_code == 200:
                 return answer.content
+            if answer.status_code == 404 and "segment_not_found" in answer.text:
+                return None
             why = f"{answer.status_code} {answer.text[:200]}"
         except httpx.TransportError as error:
             why = repr(error)
@@ -38,21 +43,40 @@ async def _get(client: httpx.AsyncClient, path: str, deadline: float, **params: 
 async def verify_all(load: Load, client: httpx.AsyncClient, timeout_s: float) -> Verdict:
     deadline = time.monotonic() + timeout_s
     verdict = Verdict()
+    unreadable: list[str] = []
     for name, live in load.ledgers.items():
         ledger = copy.deepcopy(live)  # before the read: all of it was acknowledged by then
-        info = await _get(client, segment_path(name), deadline)
-        length = int(json.loads(info)["length"])
-        data = bytearray()
-        while len(data) < length:
-            data += await _get(
-                client,
-                segment_path(name) + ":read",
-                deadline,
-                offset=len(data),
-                max_length=min(_READ_BYTES, length - len(data)),
-            )
-        verdict.add(check(name, ledger, parse(bytes(data[:length])), length))
+        try:
+            data = await _read_whole(client, name, deadline)
+        except VerifyError as error:
+            unreadable.append(f"{name} ({len(ledger.acknowledged)} acknowledged): {error}")
+            continue
+        verdict.add(check(name, ledger, parse(data), len(data)))
+    if unreadable and len(unreadable) == len(load.ledgers):
+        raise VerifyError("; ".join(unreadable[:3]))
+    verdict.problems.extend(f"could not verify {why}" for why in unreadable[:10])
     return verdict
+
+
+async def _read_whole(client: httpx.AsyncClient, name: str, deadline: float) -> bytes:
+    """The segment's bytes; none if it does not exist (a lost segment loses every append)."""
+    info = await _get(client, segment_path(name), deadline)
+    if info is None:
+        return b""
+    length = int(json.loads(info)["length"])
+    data = bytearray()
+    while len(data) < length:
+        piece = await _get(
+            client,
+            segment_path(name) + ":read",
+            deadline,
+            offset=len(data),
+            max_length=min(_READ_BYTES, length - len(data)),
+        )
+        if piece is None:
+            return b""
+        data += piece
+    return bytes(data[:length])
 
 
 async def exactly_once_failures(load: Load, client: httpx.AsyncClient) -> list[str]:

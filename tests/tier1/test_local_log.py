@@ -240,6 +240,35 @@ async def test_corruption_inside_the_last_file_is_never_taken_for_a_torn_tail(
     assert path.stat().st_size == size  # nothing was dropped
 
 
+@pytest.mark.parametrize("hole", ["a whole record", "a sector of a payload"])
+async def test_a_power_loss_hole_before_a_whole_record_is_a_torn_tail(
+    tmp_path: Path, hole: str
+) -> None:
+    """The page cache writes pages back in any order: after a power loss the un-synced end of
+    the file can hold a later record whole and an earlier one not at all (zeros). Neither was
+    acknowledged, so both go, and the log opens."""
+    data = payloads(20, size=3000)
+    addresses = await filled(tmp_path, data)
+    (path,) = log_files(tmp_path)
+    position, _, length = headers(path)[17]
+    with path.open("r+b") as f:
+        if hole == "a whole record":
+            f.seek(position)
+            f.write(bytes(HEADER_SIZE + length))
+        else:
+            sector = (position + HEADER_SIZE + 1024) // 512 * 512
+            f.seek(sector)
+            f.write(bytes(512))
+
+    log = LocalDurableDataLog(tmp_path)
+    await log.open()
+    assert path.stat().st_size == position  # records 17, 18 and 19 were dropped
+    expected = [LogRecord(a, p) for a, p in zip(addresses[:17], data[:17], strict=True)]
+    assert await read_all(log) == expected
+    assert await log.append([b"next"]) == addresses[17]
+    await log.close()
+
+
 @pytest.mark.parametrize("record", ["an early record", "its last record"])
 async def test_corruption_in_an_earlier_file_fails_read(tmp_path: Path, record: str) -> None:
     addresses = await filled(tmp_path, payloads(50), segment_bytes=10_000)

@@ -55,9 +55,7 @@ class LogDirectory:
         conflicts as surely as one from another process, and the kernel drops the lock if the
         process dies.
         """
-        if not os.path.isdir(self.path):
-            os.makedirs(self.path, exist_ok=True)
-            _fsync_directory(os.path.dirname(os.path.abspath(self.path)))
+        _make_directories(os.path.abspath(self.path))
         fd = os.open(os.path.join(self.path, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -163,6 +161,19 @@ def wholly_below(bases: Iterable[int], address: int) -> list[int]:
     """The files whose every record lies below ``address``: those whose successor starts at or
     below it. The last file never qualifies: it is the one being written."""
     return [base for base, successor in itertools.pairwise(bases) if successor <= address]
+
+
+def _make_directories(path: str) -> None:
+    """``mkdir -p``, fsyncing the parent of every directory it makes: a directory's name
+    survives a power loss only once its parent is synced, and the log's records with it."""
+    if os.path.isdir(path):
+        return
+    _make_directories(os.path.dirname(path))
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return
+    _fsync_directory(os.path.dirname(path))
 
 
 def _fsync_directory(path: str) -> None:

@@ -5,11 +5,20 @@ next one. The rule that tells a torn tail from corruption:
 
 * walk the records from the file's start until one is invalid (short header, payload past the
   end of the file, bad magic, wrong address, CRC mismatch);
-* if a valid record can be found anywhere after it (the magic at a position where a whole
+* if no valid record can be found anywhere after it (the magic at a position where a whole
   header and payload parse, name that position as their address and pass the CRC), the bad
-  record is in the middle of the log: raise ``DataLogCorruptionError`` and never guess;
-* otherwise the bad bytes are a torn write: truncate the file to the end of the last valid
-  record and fsync it.
+  bytes are a torn write: truncate the file to the end of the last valid record and fsync it;
+* if one can, the bad record is either in the middle of the log (corruption: raise
+  ``DataLogCorruptionError`` and never guess) or in the part a power loss left half written:
+  the page cache writes pages back in any order, so the bytes after the last ``fdatasync`` can
+  come back with a later record whole and an earlier one missing. A write that never reached
+  the disk reads as zeros, so a bad stretch (up to the next valid record) that is all zeros,
+  or holds a whole zeroed 512-byte sector, is torn: it and everything after it were written
+  after the last ``fdatasync`` that completed (one completing later would have covered them
+  all), so none of it was acknowledged, and the file is truncated there. etcd's write-ahead
+  log tells a torn record the same way. The price: a record whose own payload held an aligned
+  run of 512 zero bytes and was later corrupted on the disk is taken for torn, and the records
+  after it in the last file are dropped.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ def recover_tail(path: str, base_address: int) -> int:
         f.seek(end)
         rest = f.read()
     later = find_record(rest, 1, base_address + end)
-    if later is not None:
+    if later is not None and not never_written(rest[:later], end):
         raise DataLogCorruptionError(
             path,
             base_address + end,
@@ -49,3 +58,20 @@ def recover_tail(path: str, base_address: int) -> int:
     finally:
         os.close(fd)
     return end
+
+
+SECTOR_BYTES = 512
+_ZERO_SECTOR = bytes(SECTOR_BYTES)
+
+
+def never_written(stretch: bytes, position: int) -> bool:
+    """Whether ``stretch`` (at file ``position``) shows a write that never reached the disk:
+    it is all zeros, or one of its sector-aligned 512-byte blocks is."""
+    if not stretch.strip(b"\0"):
+        return True
+    view = memoryview(stretch)
+    start = -position % SECTOR_BYTES
+    return any(
+        view[at : at + SECTOR_BYTES] == _ZERO_SECTOR
+        for at in range(start, len(stretch) - SECTOR_BYTES + 1, SECTOR_BYTES)
+    )
