@@ -49,7 +49,8 @@ class JetStreamNode:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.client_port}"
 
-    def write_config(self, route_ports: list[int]) -> Path:
+    def write_config(self, route_ports: list[int], cluster_extra: str = "") -> Path:
+        """``cluster_extra``: more lines for the ``cluster`` block (a drill's proxied routes)."""
         routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports)
         config = self.directory / "nats.conf"
         config.write_text(
@@ -66,6 +67,7 @@ cluster {{
     name: segmentstore-test
     listen: 127.0.0.1:{self.route_port}
     routes: [{routes}]
+    {cluster_extra}
 }}
 """
         )
