@@ -45,7 +45,8 @@ def add_command(commands: Any) -> None:
         "--faults", default=None,
         help="comma-separated kinds (default: all that apply): kill, container_restart,"
         " tier2_outage, tier2_full, tier1_full, torn_tail; a cluster's: kill, node_pause,"
-        " jetstream_kill, container_restart, tier2_outage",
+        " jetstream_kill, container_restart, tier2_outage, and the partitions"
+        " jetstream_partition, node_partition, jetstream_isolation, one_way, delay",
     )  # fmt: skip
     drill.add_argument("--segments", type=int, default=16)
     drill.add_argument("--writers", type=int, default=8)

@@ -10,6 +10,10 @@ In a spawned cluster, a node's SIGKILL or pause and a JetStream server's SIGKILL
 from the fault until the other nodes hold every container and appends succeed, the broken
 process still down; it is then mended (restarted, or woken) and the cluster must settle again
 within the same limit.
+
+A partition of a spawned cluster (``partitions.PARTITION_KINDS``) is measured from its heal
+until the cluster has settled again with every node and appends succeed; what was seen while it
+was held is in its note and measures.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
 from segmentstore.drill.deployment import Deployment
 from segmentstore.drill.load import answered, segment_path
+from segmentstore.drill.partitions import PARTITION_KINDS, Healed, Held
 
 SINGLE_NODE_KINDS = (
     "kill",
@@ -33,8 +38,10 @@ SINGLE_NODE_KINDS = (
     "tier1_full",
     "torn_tail",
 )
-CLUSTER_KINDS = ("kill", "node_pause", "jetstream_kill", "container_restart", "tier2_outage")
-KINDS = (*SINGLE_NODE_KINDS, "node_pause", "jetstream_kill")
+CLUSTER_KINDS = (
+    "kill", "node_pause", "jetstream_kill", "container_restart", "tier2_outage", *PARTITION_KINDS,
+)  # fmt: skip
+KINDS = (*SINGLE_NODE_KINDS, "node_pause", "jetstream_kill", *PARTITION_KINDS)
 # Injected in a cluster by breaking a process, healing without it, and mending it.
 NODE_FAULTS = frozenset({"kill", "node_pause", "jetstream_kill"})
 PROBE_PREFIX = "drill-probe/"
@@ -57,11 +64,25 @@ class Cluster(Protocol):
 
     def aftermath(self, kind: str) -> str: ...
 
+    def stale_acknowledgements(self, answered_by: dict[str, Any]) -> list[str]: ...
+
+    async def partition(
+        self,
+        kind: str,
+        rng: random.Random,
+        hold_s: tuple[float, float],
+        limit_s: float,
+        probes: list[str],
+        healed: Healed,
+    ) -> Held: ...
+
 
 @dataclass
 class Outcome:
     recovery_s: float | None
     note: str = ""
+    measures: dict[str, Any] = field(default_factory=dict)  # a partition's, while it was held
+    problems: list[str] = field(default_factory=list)
 
 
 class FaultInjector:
@@ -85,6 +106,11 @@ class FaultInjector:
     async def inject(self, kind: str, segments: list[str]) -> Outcome:
         if self._cluster is not None and kind in NODE_FAULTS:
             return await self._break_and_mend(self._cluster, kind)
+        if self._cluster is not None and kind in PARTITION_KINDS:
+            held = await self._cluster.partition(
+                kind, self._rng, self._hold_s, self._limit_s, self._probes, self._recovered
+            )
+            return Outcome(held.recovery_s, held.note, held.measures, held.problems)
         if kind in ("kill", "torn_tail"):
             started = time.monotonic()
             await self._deployment.kill(self._rng, torn_tail=kind == "torn_tail")
@@ -185,6 +211,9 @@ class FaultInjector:
         if kind != "tier1_full" and statuses - {"running"}:
             note += " (a container stopped during a Tier 2 fault)"
         return note
+
+    async def _recovered(self, started: float) -> float | None:
+        return (await self._healed(started)).recovery_s
 
     async def _healed(self, started: float) -> Outcome:
         deadline = started + self._limit_s

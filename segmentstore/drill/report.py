@@ -19,6 +19,7 @@ class FaultRecord:
     at_s: float
     recovery_s: float | None  # None: it did not recover within the limit
     note: str = ""
+    measures: dict[str, Any] = field(default_factory=dict)  # a partition's, while it was held
 
 
 @dataclass
@@ -35,6 +36,8 @@ class DrillReport:
     duplicated: int = 0
     duplicates_answered: int = 0
     exactly_once_failures: int = 0
+    # acknowledged by a node after another had taken the container over (a cluster's)
+    stale_acknowledged: int = 0
     retries: int = 0
     answers: dict[str, int] = field(default_factory=dict)
     read_bytes: int = 0
@@ -59,13 +62,30 @@ class DrillReport:
     def passed(self) -> bool:
         return (
             self.lost == self.torn == self.duplicated == self.exactly_once_failures == 0
+            and self.stale_acknowledged == 0
             and not self.too_slow
             and not self.problems
         )
 
+    def by_kind(self) -> dict[str, dict[str, Any]]:
+        """Per fault kind: how many, how many healed, and recovery p50 / p99 / max."""
+        kinds: dict[str, dict[str, Any]] = {}
+        for kind in sorted({f.kind for f in self.faults}):
+            faults = [f for f in self.faults if f.kind == kind]
+            times = sorted(f.recovery_s for f in faults if f.recovery_s is not None)
+            kinds[kind] = {
+                "count": len(faults),
+                "healed": len(times),
+                "p50": _percentile(times, 0.50),
+                "p99": _percentile(times, 0.99),
+                "max": times[-1] if times else None,
+            }
+        return kinds
+
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["recovery_s"] = self.recovery()
+        doc["by_kind"] = self.by_kind()
         doc["passed"] = self.passed
         return doc
 
@@ -80,6 +100,13 @@ class DrillReport:
             took = "did not recover" if fault.recovery_s is None else f"{fault.recovery_s:.2f}"
             faults.add_row(str(i), fault.kind, f"{fault.at_s:.1f}", took, fault.note)
         console.print(faults)
+        kinds = Table(title="Recovery by fault kind (s)")
+        for column in ("kind", "count", "healed", "p50", "p99", "max"):
+            kinds.add_column(column)
+        for kind, row in self.by_kind().items():
+            times = (_seconds(row[k]) for k in ("p50", "p99", "max"))
+            kinds.add_row(kind, str(row["count"]), str(row["healed"]), *times)
+        console.print(kinds)
         summary = Table(title="Drill", show_header=False)
         recovery = self.recovery()
         for label, value in (
@@ -94,6 +121,7 @@ class DrillReport:
             ("duplicated", self.duplicated),
             ("retries answered duplicate", self.duplicates_answered),
             ("exactly-once failures", self.exactly_once_failures),
+            ("acknowledged by a fenced-out owner", self.stale_acknowledged),
             ("recovery p50 / p99 / max (s)", " / ".join(_seconds(recovery[k]) for k in recovery)),
             ("answers", ", ".join(f"{k}: {v}" for k, v in sorted(self.answers.items()))),
             ("result", "PASSED" if self.passed else "FAILED"),
