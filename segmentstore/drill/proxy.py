@@ -16,7 +16,9 @@ line on its standard input, answering each with one JSON line on its standard ou
 
 What a link state does to the TCP connections on it, new and established:
 
-- ``open``: bytes pass, ``delay_ms`` later than they arrived (in each direction).
+- ``open``: bytes pass, ``delay_ms`` later than they arrived (in each direction). When one side
+  closes, the connection is closed on both once that close has passed (a half-closed proxy
+  would swallow what a dead peer answers with a reset).
 - ``refused``: established connections are reset (RST) on both sides, new ones are accepted and
   reset at once, as a peer that is down or a firewall that rejects would.
 - ``black_hole``: nothing passes either way and nobody is told. Bytes are held, not dropped:
@@ -264,14 +266,20 @@ class _Connection:
                 asyncio.create_task(self._pump(reader, up_writer, self._dialer)),
                 asyncio.create_task(self._pump(up_reader, writer, self._target)),
             ]
-            done = await asyncio.gather(*self._tasks, return_exceptions=True)
-            if any(isinstance(outcome, BaseException) for outcome in done):
+            # One side closing ends the connection (once its close has passed the link): a
+            # peer that closed, or died, would answer anything sent to it later with a reset,
+            # which a proxy that only half-closed would never pass back.
+            done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+            if any(task.cancelled() or task.exception() is not None for task in done):
                 raise _Reset
+            for task in self._tasks:
+                task.cancel()
         except (_Reset, asyncio.CancelledError):
             self.reset()
         finally:
             for each in self._writers:
                 each.close()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _pump(
         self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, sender: str
@@ -290,8 +298,7 @@ class _Connection:
                 if wait_s > 0:
                     await asyncio.sleep(wait_s)
                 if not chunk:
-                    if sink.can_write_eof():
-                        sink.write_eof()
+                    await sink.drain()
                     return
                 sink.write(chunk)
                 await sink.drain()
