@@ -120,12 +120,15 @@ class Load:
             ledger = self.ledgers[name]
             seq = ledger.last_seq.get(writer, 0) + 1
             size = rng.randint(*self._payload_bytes)
-            await self._append_until_resolved(name, ledger, writer, seq, record(writer, seq, size))
-            ledger.last_seq[writer] = seq
+            data = record(writer, seq, size)
+            if await self._append_until_resolved(name, ledger, writer, seq, data):
+                ledger.last_seq[writer] = seq
 
     async def _append_until_resolved(
         self, name: str, ledger: SegmentLedger, writer: int, seq: int, data: bytes
-    ) -> None:
+    ) -> bool:
+        """True once answered; False if the drill stopped first (the append is in flight:
+        it may still land, so it is not one whose retry must be answered ``duplicate``)."""
         key = (writer, seq)
         ledger.in_flight.add(key)
         delay = _RETRY_MIN_S
@@ -153,13 +156,13 @@ class Load:
                         self.answered_by[name][key] = by
                         self.stats.acknowledged += 1
                         self.stats.acknowledged_bytes += len(data)
-                    return
+                    return True
                 if answer.status_code not in RETRIED_STATUSES:
                     self.stats.unexpected.append(
                         f"append to {name}: {answer.status_code} {answer.text[:200]}"
                     )
             if self._stopping.is_set():
-                return  # left in flight: whole or absent
+                return False  # left in flight: whole or absent
             self.stats.retries += 1
             await asyncio.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX_S)
