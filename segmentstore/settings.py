@@ -42,7 +42,8 @@ class StoreSettings(_Section):
     # boundary per this many appended bytes: its memory is 16 bytes per interval of Tier 1 tail.
     time_index_interval_bytes: int = Field(default=4 * KiB, ge=1)
     # How often retention policies are enforced; together with the index interval and the chunk
-    # roll settings, this bounds how late expired data is deleted (README, Retention).
+    # roll settings, this bounds how late expired data is deleted (docs/api.md, Seeking by time
+    # and retention).
     retention_check_interval_ms: int = Field(default=30_000, ge=1)
     # A failed container is recovered again by itself, first after recovery_retry_min_ms, the
     # wait doubling per failed try up to recovery_retry_max_ms. One out of Tier 1 space waits
@@ -51,8 +52,8 @@ class StoreSettings(_Section):
     recovery_retry_max_ms: int = Field(default=30_000, ge=1)
     recovery_room_bytes: int = Field(default=8 * MiB, ge=0)
     # Tier 1 lost, Tier 2 intact: rebuild Tier 1 from the Tier 2 manifests instead of refusing
-    # to start (README, Rebuilding a lost Tier 1 from Tier 2). Only a data directory without
-    # Tier 1 is rebuilt, once; what Tier 2 does not keep is lost and reported.
+    # to start (docs/operations.md, Rebuilding a lost Tier 1 from Tier 2). Only a data directory
+    # without Tier 1 is rebuilt, once; what Tier 2 does not keep is lost and reported.
     rebuild_from_tier2: bool = False
 
 

@@ -79,7 +79,7 @@ def add_command(commands: Any) -> None:
         action="store_true",
         default=None,
         help="Tier 1 lost: rebuild it from the Tier 2 manifests, naming what was lost"
-        " (README, Rebuilding a lost Tier 1 from Tier 2)",
+        " (docs/operations.md, Rebuilding a lost Tier 1 from Tier 2)",
     )
     serve.add_argument(
         "--print-config", action="store_true", help="print settings (secrets masked) and exit"
