@@ -49,8 +49,12 @@ PARTITION_KINDS = (
 CUT_MODES = ("refused", "black_hole")
 _WATCH_EVERY_S = 0.1
 _SEGMENTS = "/v1/segments/"
-# Log lines by which a node says it gave a container up because somebody else has it.
-FENCING_LINES = ("lost the lease of container", "was fenced by a newer owner")
+# Log lines by which a node says it gave a container up: somebody else has it, or may soon.
+FENCING_LINES = (
+    "lost the lease of container",
+    "was fenced by a newer owner",
+    "could not renew the lease of container",
+)
 
 Healed = Callable[[float], Awaitable[float | None]]  # since (monotonic) -> recovery s or None
 

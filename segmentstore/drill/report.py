@@ -67,25 +67,9 @@ class DrillReport:
             and not self.problems
         )
 
-    def by_kind(self) -> dict[str, dict[str, Any]]:
-        """Per fault kind: how many, how many healed, and recovery p50 / p99 / max."""
-        kinds: dict[str, dict[str, Any]] = {}
-        for kind in sorted({f.kind for f in self.faults}):
-            faults = [f for f in self.faults if f.kind == kind]
-            times = sorted(f.recovery_s for f in faults if f.recovery_s is not None)
-            kinds[kind] = {
-                "count": len(faults),
-                "healed": len(times),
-                "p50": _percentile(times, 0.50),
-                "p99": _percentile(times, 0.99),
-                "max": times[-1] if times else None,
-            }
-        return kinds
-
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["recovery_s"] = self.recovery()
-        doc["by_kind"] = self.by_kind()
         doc["passed"] = self.passed
         return doc
 
@@ -100,13 +84,6 @@ class DrillReport:
             took = "did not recover" if fault.recovery_s is None else f"{fault.recovery_s:.2f}"
             faults.add_row(str(i), fault.kind, f"{fault.at_s:.1f}", took, fault.note)
         console.print(faults)
-        kinds = Table(title="Recovery by fault kind (s)")
-        for column in ("kind", "count", "healed", "p50", "p99", "max"):
-            kinds.add_column(column)
-        for kind, row in self.by_kind().items():
-            times = (_seconds(row[k]) for k in ("p50", "p99", "max"))
-            kinds.add_row(kind, str(row["count"]), str(row["healed"]), *times)
-        console.print(kinds)
         summary = Table(title="Drill", show_header=False)
         recovery = self.recovery()
         for label, value in (
