@@ -27,6 +27,7 @@ serve every container without it (``takeover_s``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import time
@@ -119,6 +120,8 @@ class Partitions:
             stopped = await _finish(watch)
             measures["stopped_serving_s"] = stopped
             problems += self._late(kind, plan, stopped, time.monotonic() - cut)
+        unserved = await asyncio.to_thread(self._unserved)
+        measures["unserved_at_heal"] = unserved
         await asyncio.to_thread(self._network.heal)
         healed_at = time.monotonic()
         stats = await asyncio.to_thread(self._network.stats)
@@ -129,6 +132,8 @@ class Partitions:
         measures["held_s"] = round(healed_at - cut, 2)
         recovery_s = await healed(healed_at)
         note = f"{plan.what}, held {healed_at - cut:.1f} s"
+        if unserved:
+            note += f"; containers {unserved} served by no node at the heal"
         if victim is not None:
             note += f"; it held containers {held_before}"
             if "stopped_serving_s" in measures:
@@ -224,6 +229,16 @@ class Partitions:
         what = rng.choice(sorted(variants))
         links = [(a, b, {"delay_ms": delay_ms}) for a, b in variants[what]]
         return _Plan(f"{delay_ms} ms added each way: {what}", links)
+
+    def _unserved(self) -> list[int]:
+        """Containers no node says it serves, asking each directly (a node that does not
+        answer serves nothing)."""
+        served: set[int] = set()
+        for node in self._nodes.live:
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                served |= {c for c, owner in self._nodes.owners(node.url).items()
+                           if owner == node.node_id}  # fmt: skip
+        return sorted(set(range(self._nodes.containers)) - served)
 
     def _held_by(self, node: StoreNode) -> list[int]:
         owners = self._nodes.owners(node.url)
