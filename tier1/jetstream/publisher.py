@@ -299,7 +299,10 @@ class Publisher:
 
     async def _recover(self) -> None:
         """Learn what the stream holds after the first unacknowledged message, then go on."""
-        assert self._stalled_since is not None
+        if self._stalled_since is None:
+            # Answers came in after the trouble was noted (late, not lost): the messages
+            # still unanswered have been stalled since then at the earliest.
+            self._stalled_since = time.monotonic()
         deadline = self._stalled_since + self._options.write_timeout_ms / 1000
         pipeline = self._pipeline
         attempt = 0
