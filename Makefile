@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 EXTRAS ?= dev
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-fast test-spark-cluster lint typecheck-tree bench clean helm helm-lint helm-schema
+.PHONY: help install run test test-fast test-spark-cluster lint typecheck-tree bench clean helm helm-lint helm-schema screenshot
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -76,6 +76,10 @@ helm-lint: $(HELM) $(STAMP) ## Lint and render the chart (defaults, each ci/ fil
 		$(BIN)/kubernetes-validate --strict --quiet --kubernetes-version $(KUBE_VERSION) \
 			.tools/rendered.yaml || exit 1; \
 	done
+
+screenshot: $(STAMP) ## Take docs/images/status-page.png again (Chromium over a 3-node cluster)
+	SEGMENTSTORE_UPDATE_SCREENSHOT=1 $(BIN)/pytest -q tests/operations/test_cluster_views.py \
+		-k "cluster_map or tail"
 
 helm-schema: $(STAMP) ## Rewrite the chart's settings schema from segmentstore/settings.py
 	$(BIN)/python tests/support/helm_settings_schema.py $(CHART)/values.schema.json

@@ -25,5 +25,9 @@ setup(
         for package, folder in ROOTS.items()
         for sub in ["", *find_packages(folder)]
     ],
-    package_data={"segmentstore": ["py.typed"]},
+    package_data={
+        "segmentstore": ["py.typed"],
+        # the status page's HTML, script and style sheet, served as they are (no build step)
+        "segmentstore.api.status_page": ["static/*"],
+    },
 )

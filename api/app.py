@@ -2,8 +2,9 @@
 
 ``create_app`` wires the routes, the one error mapping and the middlewares around a store
 that the caller owns: the caller starts it before requests arrive and closes it after (see
-:mod:`segmentstore.api.server`, which does both in the ASGI lifespan). A request passes, outermost
-first:
+:mod:`segmentstore.api.server`, which does both in the ASGI lifespan). The data routes are
+answered first by the front door (:mod:`segmentstore.api.front_door`) whenever none of the
+middlewares has anything to do for the request; every other request passes, outermost first:
 
 1. metrics (times everything, refusals included), and the 503 for a request cut off because
    the server is stopping (:mod:`segmentstore.api.stopping`);
@@ -22,20 +23,25 @@ from contextlib import AbstractAsyncContextManager
 from fastapi import FastAPI, Security
 from fastapi.security import HTTPBearer
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
 from segmentstore.api.append_path import AppendFastPath
 from segmentstore.api.auth import TokenAuthMiddleware
 from segmentstore.api.bodies import BodyLimitMiddleware
 from segmentstore.api.cluster_collector import ClusterCollector
-from segmentstore.api.cluster_routing import ClusterRouting, ForwardingSession
+from segmentstore.api.cluster_routing import ClusterRouting
 from segmentstore.api.errors import install_error_handlers
+from segmentstore.api.forwarding import ForwardingSession
+from segmentstore.api.front_door import FrontDoor
 from segmentstore.api.metrics import Metrics, MetricsMiddleware
+from segmentstore.api.node_collector import NodeCollector
 from segmentstore.api.paths import ControlCharacterMiddleware
 from segmentstore.api.routes.cluster import cluster_router
 from segmentstore.api.routes.containers import containers_router
 from segmentstore.api.routes.data import data_router
 from segmentstore.api.routes.health import health_router
 from segmentstore.api.routes.segments import action_router, resource_router
+from segmentstore.api.status_page import status_page_router
 from segmentstore.api.stopping import StoppingMiddleware
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.store import SegmentStore
@@ -51,6 +57,21 @@ Errors are `{"error": {"code", "message", ...fields}}`. With tokens configured, 
 """
 
 
+class _FrontedApp(FastAPI):
+    """FastAPI behind the front door: what the door takes never reaches FastAPI's stack."""
+
+    front_door: FrontDoor | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        door = self.front_door
+        if door is not None:
+            request = door.take(scope)
+            if request is not None:
+                await door.serve(request, scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     store: SegmentStore,
     auth_tokens: Mapping[str, str] | None = None,
@@ -61,7 +82,7 @@ def create_app(
     """The app over ``store``. ``auth_tokens`` maps token to role (``read``, ``write``,
     ``admin``); none means open. ``ValueError`` on an unknown role."""
     bearer = HTTPBearer(auto_error=False, description="a token of role read, write or admin")
-    app = FastAPI(
+    app = _FrontedApp(
         title="segmentstore",
         version="1",
         description=DESCRIPTION,
@@ -71,6 +92,7 @@ def create_app(
     )
     metrics = Metrics()
     metrics.watch(store)
+    metrics.registry.register(NodeCollector(store, cluster))
     install_error_handlers(app)
 
     # Documents the bearer scheme in OpenAPI when there is one; the middleware enforces it.
@@ -81,9 +103,10 @@ def create_app(
         (data_router(store, metrics), v1),
         (action_router(store), v1),
         (resource_router(store), v1),
-        (containers_router(store), v1),
+        (containers_router(store, cluster), v1),
         (cluster_router(store, cluster), v1),
         (health_router(store, metrics, cluster), []),
+        (status_page_router(), []),  # static files; the page's script calls /v1 with a token
     ]
     for router, dependencies in routers:
         app.include_router(router, dependencies=dependencies)
@@ -95,7 +118,7 @@ def create_app(
 
     # add_middleware wraps what is there: the last added is the outermost.
     app.add_middleware(AppendFastPath, store=store, metrics=metrics)
-    forwarding = ForwardingSession(cluster.node_id if cluster is not None else "")
+    forwarding = forwarding_session(store, cluster)
     app.state.forwarding = forwarding
     if cluster is not None:
         app.add_middleware(ClusterRouting, store=store, membership=cluster, session=forwarding)
@@ -106,4 +129,19 @@ def create_app(
         app.add_middleware(TokenAuthMiddleware, tokens=dict(auth_tokens))
     app.add_middleware(StoppingMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
+    app.front_door = FrontDoor(store, metrics, auth_tokens, cluster)
     return app
+
+
+def forwarding_session(store: SegmentStore, cluster: ClusterMembership | None) -> ForwardingSession:
+    """How this node passes requests on to the other nodes (none outside a cluster)."""
+    if cluster is None:
+        return ForwardingSession("", None)
+    settings = store.settings.cluster
+    return ForwardingSession(
+        cluster.node_id,
+        cluster.secret,
+        connect_timeout_s=settings.forward_connect_timeout_ms / 1000,
+        answer_timeout_s=settings.forward_answer_timeout_ms / 1000,
+        max_per_peer=settings.max_forwards_per_peer,
+    )

@@ -1,12 +1,11 @@
-"""The append routes served straight from ASGI: the service's hot path.
+"""The appends (``:append``, ``:appendEvents``): their options, the store call and the answer.
 
-``POST /v1/segments/{name}:append`` and ``:appendEvents`` are most of a busy service's requests,
-and FastAPI's routing and parameter resolution cost several times what the durable append
-itself costs. :class:`AppendFastPath` therefore answers them before FastAPI routes anything,
-inside the same middlewares (metrics, auth, body limits, path checks), with errors from the
-same table (:func:`segmentstore.api.errors.error_response`). The FastAPI routes of
-``api.routes.data`` stay for the OpenAPI document and call the same :func:`append_answer`, so both
-ways behave alike.
+Three ways serve them and all three call :func:`append_answer`: the front door
+(:mod:`segmentstore.api.front_door`) for most requests, :class:`AppendFastPath` for those the
+front door leaves to the app (forwarded ones in a cluster, chunked bodies), inside the same
+middlewares (metrics, auth, body limits, path checks), and the FastAPI routes of
+``api.routes.data``, which stay for the OpenAPI document. Errors come from the one table
+(:func:`segmentstore.api.errors.error_response`).
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ class AppendOptions:
     expected_offset: int | None = None
     writer_id: str | None = None
     writer_seq: int | None = None
+    writer_prev_seq: int | None = None
 
 
 def _optional_int(what: str, text: str | None) -> int | None:
@@ -48,19 +48,22 @@ def _optional_int(what: str, text: str | None) -> int | None:
 
 
 def parse_options(query_string: bytes, headers: Iterable[tuple[bytes, bytes]]) -> AppendOptions:
-    """``expected_offset`` from the query, ``Writer-Id`` and ``Writer-Seq`` from the headers."""
+    """``expected_offset`` from the query; ``Writer-Id``, ``Writer-Seq`` and ``Writer-Prev-Seq``
+    from the headers."""
     if not query_string:
         expected = None
     else:
         query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
         expected = _optional_int("expected_offset", query.get("expected_offset"))
-    writer_id = writer_seq = None
+    writer_id = writer_seq = prev_seq = None
     for key, value in headers:
         if key == b"writer-id":
             writer_id = value.decode("latin-1")
         elif key == b"writer-seq":
             writer_seq = _optional_int("Writer-Seq", value.decode("latin-1"))
-    return AppendOptions(expected, writer_id, writer_seq)
+        elif key == b"writer-prev-seq":
+            prev_seq = _optional_int("Writer-Prev-Seq", value.decode("latin-1"))
+    return AppendOptions(expected, writer_id, writer_seq, prev_seq)
 
 
 async def append_answer(
@@ -79,6 +82,7 @@ async def append_answer(
             options.expected_offset,
             writer_id=options.writer_id,
             writer_seq=options.writer_seq,
+            writer_prev_seq=options.writer_prev_seq,
         )
     else:
         result = await store.append(
@@ -87,6 +91,7 @@ async def append_answer(
             options.expected_offset,
             writer_id=options.writer_id,
             writer_seq=options.writer_seq,
+            writer_prev_seq=options.writer_prev_seq,
         )
     if result.duplicate:
         return {"offset": None, "length": result.length, "duplicate": True}
@@ -135,7 +140,7 @@ class AppendFastPath:
     ) -> None:
         try:
             options = parse_options(scope["query_string"], scope["headers"])
-            body = await _read_body(receive)
+            body = await read_body(receive)
             if body is None:
                 return  # the client went away
             answer = await append_answer(self.store, self.metrics, name, body, options, events)
@@ -145,13 +150,13 @@ class AppendFastPath:
         except BodyTooLarge as error:
             await error_response(error.error)(scope, receive, send)
             return
-        content = _encode(answer)
+        content = encode_answer(answer)
         headers = [*_JSON_HEADERS, (b"content-length", str(len(content)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": content})
 
 
-def _encode(answer: dict[str, Any]) -> bytes:
+def encode_answer(answer: dict[str, Any]) -> bytes:
     offset, length, events = answer["offset"], answer["length"], answer.get("events")
     # The common answers, formatted directly: the JSON encoder costs more than the append.
     if type(offset) is int and type(length) is int:
@@ -162,7 +167,7 @@ def _encode(answer: dict[str, Any]) -> bytes:
     return _JSON.encode(answer).encode()
 
 
-async def _read_body(receive: Receive) -> bytes | None:
+async def read_body(receive: Receive) -> bytes | None:
     chunks: list[bytes] = []
     while True:
         message = await receive()

@@ -8,9 +8,10 @@ before any argument is validated (a client without a good token learns nothing e
 - anything else under ``/v1/containers``: ``admin`` (restart);
 - anything else under ``/v1``: ``write`` (everything that changes a segment).
 
-With no tokens configured everyone may do everything. ``/healthz``, ``/readyz``, ``/metrics``
-and the OpenAPI document are never behind auth. Tokens are compared in constant time and
-never logged or echoed.
+With no tokens configured everyone may do everything. ``/healthz``, ``/readyz``, ``/metrics``,
+the OpenAPI document and the status page's static files (``/ui/``: they hold no data, and the
+page's script calls ``/v1`` with the token the person gives) are never behind auth. Tokens are
+compared in constant time and never logged or echoed.
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ def required_role(method: str, path: str) -> Role | None:
     return Role.WRITE
 
 
+def role_of(tokens: Mapping[bytes, Role], presented: bytes) -> Role | None:
+    """The role of the ``presented`` token, None if it is no known token."""
+    found = None
+    # No early exit: the time taken does not tell which token came close.
+    for token, role in tokens.items():
+        if hmac.compare_digest(token, presented):
+            found = role
+    return found
+
+
 def _bearer(scope: Scope) -> bytes | None:
     for key, value in scope["headers"]:
         if key == b"authorization":
@@ -71,12 +82,7 @@ class TokenAuthMiddleware:
         self._tokens = parse_tokens(tokens)
 
     def role_of(self, presented: bytes) -> Role | None:
-        found = None
-        # No early exit: the time taken does not tell which token came close.
-        for token, role in self._tokens.items():
-            if hmac.compare_digest(token, presented):
-                found = role
-        return found
+        return role_of(self._tokens, presented)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self._tokens:

@@ -1,16 +1,25 @@
-"""The bare baseline of ``segmentstore bench http``: the store's data routes, and no store.
+"""The bare baselines of ``segmentstore bench http``: the store's data routes, and no store.
 
-Run as ``python -m segmentstore.api.bench_baseline`` (a child process, like the store's server)
-with the same uvicorn settings as ``segmentstore serve``, so that the benchmark's ratio store/bare
-is the cost of the store behind the same HTTP stack.
+Run as ``python -m segmentstore.api.bench_baseline fastapi`` or ``... asgi`` (a child process,
+like the store's server), each with the same server settings as ``segmentstore serve``
+(:func:`segmentstore.api.server.server_config`), so that the benchmark's ratios are the cost
+of the store behind the same HTTP server:
+
+- ``fastapi``: a FastAPI app whose routes take each body and throw it away (reads answer a
+  constant buffer): what the same routes cost through FastAPI alone;
+- ``asgi``: the same answers from a plain ASGI function: what the server itself costs per
+  request, the floor for any app on it.
 """
 
 from __future__ import annotations
+
+import sys
 
 import uvicorn
 import uvloop
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from segmentstore.api.server import server_config
 
@@ -42,5 +51,41 @@ async def readyz() -> Response:
     return JSONResponse({"status": "ready"})
 
 
+_JSON = (b"content-type", b"application/json")
+_READ_HEADERS = [(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]
+
+
+async def asgi_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """The same routes as ``app``, as one ASGI function with no framework."""
+    if scope["type"] == "lifespan":
+        while (message := await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    path: str = scope["path"]
+    if scope["method"] == "POST":
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            size += len(message.get("body", b""))
+            more = message.get("more_body", False)
+        events = b',"events":0' if path.endswith(":appendEvents") else b""
+        body = b'{"offset":0,"length":%d%s}' % (size, events)
+        headers = [_JSON, (b"content-length", b"%d" % len(body))]
+    elif path.endswith(":read"):
+        query = dict(p.split("=", 1) for p in scope["query_string"].decode().split("&") if p)
+        body = DATA[: int(query.get("max_length", len(DATA)))]
+        headers = [(b"segment-read-offset", query.get("offset", "0").encode()), *_READ_HEADERS]
+        headers += [(b"content-type", b"application/octet-stream")]
+        headers += [(b"content-length", b"%d" % len(body))]
+    else:
+        body = b'{"status":"ready"}'
+        headers = [_JSON, (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 if __name__ == "__main__":
-    uvloop.run(uvicorn.Server(server_config(app, "127.0.0.1", 0, log_level="info")).serve())
+    served = asgi_app if sys.argv[1:] == ["asgi"] else app
+    uvloop.run(uvicorn.Server(server_config(served, "127.0.0.1", 0, log_level="info")).serve())

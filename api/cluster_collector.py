@@ -1,5 +1,7 @@
-"""A cluster node's figures for ``/metrics``: who it sees, what it holds, what moved, and how
-many requests it passed on to other nodes."""
+"""A cluster node's figures for ``/metrics``: who it sees, what it holds, what nobody holds,
+what moved, how many requests it passed on to other nodes (and refused at a peer's cap), and
+how many streams and consumers the deployment has in JetStream (flat in a healthy cluster:
+one lease watcher per node, and a short-lived reader per container recovery)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from prometheus_client.registry import Collector
 from segmentstore.cluster.membership import ClusterMembership
 
 if TYPE_CHECKING:
-    from segmentstore.api.cluster_routing import ForwardingSession
+    from segmentstore.api.forwarding import ForwardingSession
 
 
 class ClusterCollector(Collector):
@@ -31,6 +33,11 @@ class ClusterCollector(Collector):
             "containers this node holds",
             sum(1 for c in described["containers"] if c["owner"] == self.membership.node_id),
         )
+        yield GaugeMetricFamily(
+            "segmentstore_cluster_containers_unowned",
+            "containers no live node holds, as this node sees it (moving, or nobody takes them)",
+            sum(1 for c in described["containers"] if c["owner"] is None),
+        )
         counter = CounterMetricFamily(
             "segmentstore_cluster_container_moves",
             "containers this node took, handed over, or lost (lease lost or fenced)",
@@ -44,3 +51,21 @@ class ClusterCollector(Collector):
             "requests passed on to the node that holds their container",
             self.forwarding.forwarded,
         )
+        yield CounterMetricFamily(
+            "segmentstore_cluster_forwards_refused",
+            "requests refused with 503 because as many as allowed were under way to their owner",
+            self.forwarding.refused_busy,
+        )
+        usage = self.membership.jetstream_usage
+        if usage is not None:
+            streams, consumers = usage
+            yield GaugeMetricFamily(
+                "segmentstore_cluster_jetstream_streams",
+                "streams of this deployment in JetStream, as last counted",
+                streams,
+            )
+            yield GaugeMetricFamily(
+                "segmentstore_cluster_jetstream_consumers",
+                "consumers of this deployment's streams in JetStream, as last counted",
+                consumers,
+            )

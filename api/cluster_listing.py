@@ -22,11 +22,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from segmentstore.api.errors import error_response
+from segmentstore.api.forwarding import PeerBusy
 from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.cluster.secret import OWNER_SIGNATURE
 from segmentstore.errors import ContainerUnavailableError
 
 if TYPE_CHECKING:
-    from segmentstore.api.cluster_routing import ForwardingSession
+    from segmentstore.api.forwarding import ForwardingSession
 
 MAX_LIST_LIMIT = 1000
 DEFAULT_LIST_LIMIT = 100
@@ -46,7 +48,7 @@ class ClusterListing:
 
     async def _gather(self, scope: Scope) -> dict[str, tuple[int, bytes] | None]:
         """Node id -> (status, body) of the same request sent to every node; None if the node
-        did not answer."""
+        did not answer, or did not prove it is a member."""
         nodes = self.membership.describe()["nodes"]
         query = scope["query_string"].decode("latin-1")
         auth = {
@@ -54,16 +56,19 @@ class ClusterListing:
             for k, v in scope["headers"]
             if k == b"authorization"
         }
+        secret = self.membership.secret
 
-        async def ask(url: str) -> tuple[int, bytes] | None:
-            target = url.rstrip("/") + scope["path"] + (f"?{query}" if query else "")
+        async def ask(node: str, url: str) -> tuple[int, bytes] | None:
             try:
-                async with self.session.get(target, headers=auth) as reply:
+                async with self.session.get(url, scope["path"], query, auth) as (reply, nonce):
+                    proof = reply.headers.get(OWNER_SIGNATURE.decode())
+                    if not secret.check_answer(node, nonce, reply.status, proof):
+                        return None
                     return reply.status, await reply.read()
-            except (aiohttp.ClientError, OSError, TimeoutError):
+            except (aiohttp.ClientError, OSError, TimeoutError, PeerBusy):
                 return None
 
-        answers = await asyncio.gather(*(ask(node["url"]) for node in nodes))
+        answers = await asyncio.gather(*(ask(node["id"], node["url"]) for node in nodes))
         return {node["id"]: answer for node, answer in zip(nodes, answers, strict=True)}
 
     async def _segments(self, scope: Scope) -> Response:

@@ -3,40 +3,48 @@
 :class:`ClusterRouting` sits in front of the routes. For a request that names a segment (its
 container by the usual mapping) or a container, held by another node:
 
-* by default it is **forwarded** to the owner in one hop, the body streamed through rather
-  than buffered (an 8 MiB append is not held twice), and the owner's answer streamed back
-  with ``Segment-Owner: <owner's URL>``, which tells a client that goes to owners directly
-  that its map is stale;
+* by default it is **forwarded** to the owner in one hop (:mod:`segmentstore.api.forwarding`),
+  the body streamed through rather than buffered (an 8 MiB append is not held twice), and the
+  owner's answer streamed back with ``Segment-Owner: <owner's URL>``, which tells a client
+  that goes to owners directly that its map is stale;
 * with ``Segment-Routing: redirect`` it is answered ``307 Temporary Redirect`` to the same
   path on the owner (``Location``), for clients that rather go there themselves.
 
-A forwarded request carries ``Segment-Forwarded-By``; a node never forwards such a request
-again (its answer for a container it does not hold is ``503 container_unavailable``, as for
-a container no node holds yet, or an owner that does not answer): clients retry after
-``Retry-After`` while a container moves. The listings that span every container
-(``GET /v1/segments`` and ``GET /v1/containers``) are gathered from every node
-(:mod:`segmentstore.api.cluster_listing`).
+A forwarded request reaches the owner whole or not at all: a client that goes away, a body
+shorter than its ``Content-Length`` or one whose last chunk never comes aborts the request to
+the owner (the owner sees its client gone and applies nothing), and a body that stops
+arriving is answered ``408`` by this node (:mod:`segmentstore.api.http_protocol`).
+
+Only members take part (:mod:`segmentstore.cluster.secret`): requests go only to nodes whose
+entries a member signed, an owner's answer is passed on only with the owner's signature, and
+``Segment-Forwarded-By`` is honoured only with a member's signature (without one, ``403``).
+A forwarded request is never forwarded again: its answer for a container this node does not
+hold is ``503 container_unavailable``, as for a container no node holds yet or an owner that
+does not answer; clients retry after ``Retry-After`` while a container moves. The listings
+that span every container (``GET /v1/segments`` and ``GET /v1/containers``) are gathered
+from every node (:mod:`segmentstore.api.cluster_listing`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import aiohttp
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from yarl import URL
 
 from segmentstore.api.cluster_listing import ClusterListing
 from segmentstore.api.errors import BodyTooLarge, error_response
+from segmentstore.api.forwarding import HOP_BY_HOP, ForwardingSession, PeerBusy
 from segmentstore.cluster.membership import ClusterMembership
-from segmentstore.errors import ContainerUnavailableError, SegmentStoreError
+from segmentstore.cluster.secret import FORWARDED_BY, FORWARDED_SIGNATURE, OWNER_SIGNATURE
+from segmentstore.errors import ContainerUnavailableError, ForbiddenError, SegmentStoreError
 from segmentstore.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
-FORWARDED_BY = b"segment-forwarded-by"
 ROUTING = b"segment-routing"
 OWNER = b"segment-owner"
 SEGMENTS = "/v1/segments/"
@@ -47,14 +55,14 @@ ACTIONS = frozenset(
         "read", "readEvents", "retention", "seal", "truncate",
     }
 )  # fmt: skip
-# Headers of one connection, not of the request: never passed on.
-_HOP_BY_HOP = frozenset(
-    {
-        b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"te",
-        b"trailer", b"upgrade", b"host",
-    }
-)  # fmt: skip
+# Of an owner's answer, not passed on: this node's server adds its own.
+_NOT_PASSED_ON = HOP_BY_HOP | {b"date", b"server", OWNER}
 _RETRY_MS = 1000
+_UNPROVEN_LOG_EVERY_S = 60.0
+
+
+class ClientGone(Exception):
+    """The client went away before its whole body arrived."""
 
 
 class ClusterRouting:
@@ -68,9 +76,11 @@ class ClusterRouting:
         self.app = app
         self.store = store
         self.membership = membership
+        self.secret = membership.secret
         self.session = session
         self.listing = ClusterListing(membership, session)
         self.count = membership.container_count
+        self._unproven_logged = -1e9
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -78,8 +88,9 @@ class ClusterRouting:
             return
         if self.membership.leaving:
             send = _closing(send)  # no connection to a node that is stopping is kept
-        if _header(scope, FORWARDED_BY) is not None:
-            await self.app(scope, receive, send)
+        forwarded_by = _header(scope, FORWARDED_BY)
+        if forwarded_by is not None:
+            await self._from_member(forwarded_by, scope, receive, send)
             return
         path: str = scope["path"]
         if scope["method"] == "GET" and path in ("/v1/segments", "/v1/containers"):
@@ -97,6 +108,47 @@ class ClusterRouting:
             await _redirect(owner[1], scope, send)
         else:
             await self._forward(container, owner, scope, receive, send)
+
+    async def _from_member(
+        self, forwarded_by: bytes, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A request another node passed on: served here, and the answer signed, if that
+        node proves it is a member."""
+        node = forwarded_by.decode("latin-1")
+        nonce = self.secret.check_request(
+            node,
+            scope["method"],
+            scope["raw_path"],
+            scope["query_string"],
+            _header(scope, FORWARDED_SIGNATURE),
+        )
+        if nonce is None:
+            now = time.monotonic()
+            if now - self._unproven_logged > _UNPROVEN_LOG_EVERY_S:
+                self._unproven_logged = now
+                log.warning(
+                    "refused a request that claims to come from node %r without the cluster's"
+                    " signature (from %s)",
+                    node[:64], (scope.get("client") or ("?",))[0],
+                )  # fmt: skip
+            error = ForbiddenError(
+                "Segment-Forwarded-By is for the cluster's own nodes; send requests without it"
+            )
+            await error_response(error)(scope, receive, send)
+            return
+        await self.app(scope, receive, self._signing(send, nonce))
+
+    def _signing(self, send: Send, nonce: str) -> Send:
+        node_id, secret = self.membership.node_id, self.secret
+
+        async def signing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                proof = secret.sign_answer(node_id, nonce, message["status"])
+                headers = [*message.get("headers", []), (OWNER_SIGNATURE, proof.encode())]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        return signing
 
     def _container(self, path: str) -> int | None:
         """The container a request is for; None if it names none (or an invalid name, which
@@ -121,12 +173,26 @@ class ClusterRouting:
     ) -> None:
         node, url = owner
         started = False
-        refused: list[BodyTooLarge] = []  # the body outgrew its limit while it streamed
+        stopped: list[Exception] = []  # why the client's body ended early, if it did
         try:
-            body = await _request_body(scope, receive, refused)
-            async with self.session.forward(url, scope, body) as response:
-                headers = [(k.lower(), v) for k, v in response.raw_headers]
-                headers = [(k, v) for k, v in headers if k not in _HOP_BY_HOP and k != OWNER]
+            body = await _request_body(receive, stopped)
+            async with self.session.forward(url, scope, body) as (response, nonce):
+                proof = response.headers.get(OWNER_SIGNATURE.decode())
+                if not self.secret.check_answer(node, nonce, response.status, proof):
+                    log.warning(
+                        "the answer from %s for container %d does not carry node %s's"
+                        " signature: not passed on",
+                        url, container, node,
+                    )  # fmt: skip
+                    await _unavailable(
+                        container, f"its owner {node} did not prove it", scope, receive, send
+                    )
+                    return
+                headers = [
+                    (k.lower(), v)
+                    for k, v in response.raw_headers
+                    if k.lower() not in _NOT_PASSED_ON
+                ]
                 headers.append((OWNER, url.encode()))
                 await send(
                     {"type": "http.response.start", "status": response.status, "headers": headers}
@@ -135,92 +201,48 @@ class ClusterRouting:
                 async for chunk in response.content.iter_any():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await send({"type": "http.response.body", "body": b""})
-        except (aiohttp.ClientError, OSError, TimeoutError, BodyTooLarge) as error:
+        except PeerBusy:
+            reason = f"too many requests are under way to its owner {node}"
+            await _unavailable(container, reason, scope, receive, send)
+        except (aiohttp.ClientError, OSError, TimeoutError, ClientGone, BodyTooLarge) as error:
             if started:
                 raise  # the answer was half sent: only closing the connection tells the client
-            if refused:
-                await error_response(refused[0].error)(scope, receive, send)
-                return
+            if stopped:
+                if isinstance(stopped[0], BodyTooLarge):
+                    await error_response(stopped[0].error)(scope, receive, send)
+                return  # the client went away, and the owner applied nothing
             log.info("forwarding to container %d's owner %s failed: %r", container, node, error)
             reason = f"its owner {node} does not answer (it may be moving)"
             await _unavailable(container, reason, scope, receive, send)
 
 
-class ForwardingSession:
-    """One aiohttp session for every forwarded request of this node, opened on first use."""
-
-    def __init__(self, node_id: str) -> None:
-        self.node_id = node_id.encode()
-        self._session: aiohttp.ClientSession | None = None
-        self.forwarded = 0  # requests passed on (for /metrics)
-
-    def _open(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, force_close=False),
-                # A tail read may wait a minute; only connecting has a short deadline.
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=2),
-                auto_decompress=False,
-                skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
-            )
-        return self._session
-
-    def forward(
-        self, base_url: str, scope: Scope, body: bytes | AsyncIterator[bytes]
-    ) -> aiohttp.client._RequestContextManager:
-        """Send the request of ``scope`` with ``body`` to the same path on ``base_url``."""
-        self.forwarded += 1
-        headers = [(k, v) for k, v in scope["headers"] if k not in _HOP_BY_HOP]
-        headers.append((FORWARDED_BY, self.node_id))
-        target = base_url.rstrip("/") + scope["raw_path"].decode("latin-1")
-        if scope["query_string"]:
-            target += "?" + scope["query_string"].decode("latin-1")
-        return self._open().request(
-            scope["method"],
-            URL(target, encoded=True),
-            headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers],
-            data=body,
-            allow_redirects=False,
-        )
-
-    def get(
-        self, url: str, headers: dict[str, str] | None = None
-    ) -> aiohttp.client._RequestContextManager:
-        """A GET that the node asked answers from what it holds itself."""
-        headers = {**(headers or {}), FORWARDED_BY.decode(): self.node_id.decode()}
-        return self._open().get(url, headers=headers, allow_redirects=False)
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-
-async def _request_body(
-    scope: Scope, receive: Receive, refused: list[BodyTooLarge]
-) -> bytes | AsyncIterator[bytes]:
+async def _request_body(receive: Receive, stopped: list[Exception]) -> bytes | AsyncIterator[bytes]:
     """The whole body if it came in one piece (most do), else a stream of its pieces: a large
-    body is passed on as it arrives, never held whole. A body that outgrows its limit on the
-    way is put in ``refused``."""
+    body is passed on as it arrives, never held whole. A body that ends before its end (the
+    client went away, or it outgrew its limit) raises, after putting why in ``stopped``."""
     first: Message = await receive()
-    if first["type"] == "http.disconnect" or not first.get("more_body", False):
+    if first["type"] == "http.disconnect":
+        stopped.append(ClientGone())
+        raise stopped[0]
+    if not first.get("more_body", False):
         return bytes(first.get("body", b""))
-    return _rest(first.get("body", b""), receive, refused)
+    return _rest(first.get("body", b""), receive, stopped)
 
 
-async def _rest(
-    first: bytes, receive: Receive, refused: list[BodyTooLarge]
-) -> AsyncIterator[bytes]:
+async def _rest(first: bytes, receive: Receive, stopped: list[Exception]) -> AsyncIterator[bytes]:
     if first:
         yield first
     while True:
         try:
             message: Message = await receive()
         except BodyTooLarge as error:
-            refused.append(error)
+            stopped.append(error)
             raise
         if message["type"] == "http.disconnect":
-            return
+            # Raised, not returned: returning would end the request to the owner as if the
+            # body were complete, and the owner would apply the part that came.
+            stopped.append(ClientGone())
+            raise stopped[0]
         body = message.get("body", b"")
         if body:
             yield body

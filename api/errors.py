@@ -32,6 +32,8 @@ from segmentstore.errors import (
     InvalidNameError,
     OffsetBeyondEndError,
     PayloadTooLargeError,
+    RequestHeaderTooLargeError,
+    RequestTimeoutError,
     SegmentExistsError,
     SegmentNotFoundError,
     SegmentSealedError,
@@ -39,6 +41,7 @@ from segmentstore.errors import (
     SegmentTruncatedError,
     ThrottledError,
     UnauthorizedError,
+    WriterSeqMismatchError,
 )
 
 log = logging.getLogger(__name__)
@@ -50,12 +53,15 @@ STATUS: Mapping[type[SegmentStoreError], int] = {
     ForbiddenError: 403,
     SegmentNotFoundError: 404,
     ContainerNotFoundError: 404,
+    RequestTimeoutError: 408,
     SegmentExistsError: 409,
     SegmentSealedError: 409,
     SegmentTruncatedError: 410,
     BadOffsetError: 412,
     BadAttributeUpdateError: 412,
+    WriterSeqMismatchError: 412,
     PayloadTooLargeError: 413,
+    RequestHeaderTooLargeError: 431,
     OffsetBeyondEndError: 416,
     EndOfSegmentError: 416,
     InvalidEventsError: 422,

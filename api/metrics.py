@@ -34,6 +34,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from segmentstore.api.loop_metrics import LoopHistogram, LoopMetricsCollector
+from segmentstore.api.process_collector import ProcessExtrasCollector
 from segmentstore.api.store_collector import StoreCollector
 from segmentstore.observations import StoreObserver
 from segmentstore.store import SegmentStore
@@ -72,6 +73,7 @@ class Metrics(StoreObserver):
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
+        registry.register(ProcessExtrasCollector())
         Info("segmentstore_build", "the running build", registry=registry).info(
             {"version": VERSION, "python": platform.python_version()}
         )
@@ -137,14 +139,24 @@ class Metrics(StoreObserver):
         """Report ``store``'s figures: its work as it happens, its state when scraped."""
         store.observations.add(self)
         self.registry.register(StoreCollector(store))
+        # Every container's recovery series from the start, at zero: Prometheus' increase()
+        # cannot count the recovery already in a series' first sample (an alert would miss a
+        # slow first recovery, or the first takeover of a container by this node).
+        for container in range(store.settings.store.containers):
+            self._recovery.labels(str(container))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """One HTTP request answered (on the event loop)."""
+        self.histogram(method, route, status).observe(seconds)
+
+    def histogram(self, method: str, route: str, status: int) -> LoopHistogram:
+        """The latency histogram of one series, for a caller that keeps it rather than look
+        it up by its labels for every request (the front door); updated on the loop only."""
         key = (method, route, str(status))
         histogram = self._latency.get(key)
         if histogram is None:
             histogram = self._latency[key] = LoopHistogram(LATENCY_BUCKETS)
-        histogram.observe(seconds)
+        return histogram
 
     def appended(self, size: int, events: int = 0) -> None:
         """Bytes and events appended over HTTP (on the event loop)."""

@@ -29,14 +29,18 @@ from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from segmentstore.api.app import create_app
+from segmentstore.api.http_protocol import limited_protocol
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
 GRACEFUL_TIMEOUT_S = 10
+MAX_HEADER_BYTES = 64 * 1024
+BODY_TIMEOUT_S = 30.0
 # A node stopping gracefully gives its containers this long to drain and move.
 HAND_OVER_TIMEOUT_S = 15
 LEAVING_GRACE_S = 1.0
@@ -106,7 +110,7 @@ class _HandOverFirst(uvicorn.Server):
 
 
 def server_config(
-    app: FastAPI,
+    app: ASGIApp,
     host: str = "127.0.0.1",
     port: int = 9090,
     *,
@@ -115,13 +119,17 @@ def server_config(
     tls_cert_file: Path | None = None,
     tls_key_file: Path | None = None,
     uvicorn_logging: bool = True,
+    max_header_bytes: int = MAX_HEADER_BYTES,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> uvicorn.Config:
     """uvicorn's settings for the app. ``uvicorn_logging``: uvicorn's own log handlers and
-    format; False leaves its records to the root logger's handlers."""
+    format; False leaves its records to the root logger's handlers. ``max_header_bytes`` and
+    ``body_timeout_s``: the limits of :mod:`segmentstore.api.http_protocol`."""
     return uvicorn.Config(
         app,
         host=host,
         port=port,
+        http=limited_protocol(max_header_bytes, body_timeout_s),
         lifespan="on",  # a store that fails to start stops the server instead of serving 503s
         ws="none",  # no websockets here; and the legacy websockets module warns on import
         access_log=False,  # at thousands of requests a second; /metrics counts them instead
@@ -129,6 +137,9 @@ def server_config(
         log_config=uvicorn.config.LOGGING_CONFIG if uvicorn_logging else None,
         timeout_graceful_shutdown=graceful_timeout_s,
         server_header=False,
+        # No proxy is trusted to name the client (X-Forwarded-For): nothing here reads the
+        # client's address, and the check cost a pass over every request's headers.
+        proxy_headers=False,
         ssl_certfile=tls_cert_file,
         ssl_keyfile=tls_key_file,
     )
@@ -147,6 +158,8 @@ async def serve(
     tls_key_file: Path | None = None,
     uvicorn_logging: bool = True,
     cluster: ClusterMembership | None = None,
+    max_header_bytes: int = MAX_HEADER_BYTES,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> None:
     """Serve ``store`` (unstarted) until SIGTERM or SIGINT; returns once it is closed.
 
@@ -163,6 +176,8 @@ async def serve(
         tls_cert_file=tls_cert_file,
         tls_key_file=tls_key_file,
         uvicorn_logging=uvicorn_logging,
+        max_header_bytes=max_header_bytes,
+        body_timeout_s=body_timeout_s,
     )
     server = uvicorn.Server(config) if cluster is None else _HandOverFirst(config, cluster)
     if sockets:

@@ -1,8 +1,10 @@
 """The store's figures for ``/metrics``, read when Prometheus scrapes and at no other time.
 
-Per container: its status (one series per status, ``1`` for the current one), epoch, segments,
-Tier 1 bytes, bytes not yet in Tier 2, last operation sequence and retention figures; for the
-cache: bytes in use, capacity and evictions.
+Per container this node holds: its status (one series per status, ``1`` for the current one),
+epoch, segments, Tier 1 bytes, bytes not yet in Tier 2, last operation sequence and retention
+figures; for the cache: bytes in use, capacity and evictions. A single node holds every
+container; in a cluster a container's series move with it, so the node that reports them (the
+scrape's ``instance``) is its owner, and no container is reported twice.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class StoreCollector(Collector):
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
-        containers = list(self.store.containers)
+        containers = [c for c in self.store.containers if c.id in self.store.owned]
         status = GaugeMetricFamily(
             "segmentstore_container_status",
             "1 for the container's status (running, recovering, read_only, offline), else 0",

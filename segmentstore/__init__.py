@@ -41,6 +41,8 @@ if TYPE_CHECKING:
         InvalidNameError,
         OffsetBeyondEndError,
         PayloadTooLargeError,
+        RequestHeaderTooLargeError,
+        RequestTimeoutError,
         SegmentExistsError,
         SegmentNotFoundError,
         SegmentSealedError,
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
         SegmentTruncatedError,
         ThrottledError,
         UnauthorizedError,
+        WriterSeqMismatchError,
     )
     from segmentstore.metadata.attributes import AttributeUpdate, UpdateType
     from segmentstore.segment_info import AppendResult, EventsRead, SegmentInfo
@@ -67,6 +70,8 @@ _ERRORS = (
     "InvalidNameError",
     "OffsetBeyondEndError",
     "PayloadTooLargeError",
+    "RequestHeaderTooLargeError",
+    "RequestTimeoutError",
     "SegmentExistsError",
     "SegmentNotFoundError",
     "SegmentSealedError",
@@ -74,6 +79,7 @@ _ERRORS = (
     "SegmentTruncatedError",
     "ThrottledError",
     "UnauthorizedError",
+    "WriterSeqMismatchError",
 )
 # public name -> the module that defines it
 _HOMES = {
@@ -103,6 +109,8 @@ __all__ = [
     "InvalidNameError",
     "OffsetBeyondEndError",
     "PayloadTooLargeError",
+    "RequestHeaderTooLargeError",
+    "RequestTimeoutError",
     "SegmentExistsError",
     "SegmentInfo",
     "SegmentNotFoundError",
@@ -114,6 +122,7 @@ __all__ = [
     "ThrottledError",
     "UnauthorizedError",
     "UpdateType",
+    "WriterSeqMismatchError",
 ]
 
 

@@ -7,12 +7,15 @@
     ├── ForbiddenError                     forbidden
     ├── SegmentNotFoundError               segment_not_found
     ├── ContainerNotFoundError             container_not_found
+    ├── RequestTimeoutError                request_timeout        (timeout_ms)
     ├── SegmentExistsError                 segment_exists
     ├── SegmentSealedError                 segment_sealed
     ├── SegmentTruncatedError              segment_truncated      (start_offset)
     ├── BadOffsetError                     bad_offset             (expected_offset, length)
     ├── BadAttributeUpdateError            bad_attribute_update   (key)
+    ├── WriterSeqMismatchError             writer_seq_mismatch    (writer_prev_seq, last_writer_seq)
     ├── PayloadTooLargeError               payload_too_large      (limit)
+    ├── RequestHeaderTooLargeError         request_header_too_large (limit)
     ├── OffsetBeyondEndError               offset_beyond_end      (offset, length)
     ├── EndOfSegmentError                  end_of_segment         (length)
     ├── InvalidEventsError                 invalid_events
@@ -74,6 +77,20 @@ class ContainerNotFoundError(SegmentStoreError):
         self.container = container
 
 
+class RequestTimeoutError(SegmentStoreError):
+    """A request stopped arriving: nothing of it was applied."""
+
+    code = "request_timeout"
+    _field_names = ("timeout_ms",)
+
+    def __init__(self, timeout_ms: int) -> None:
+        super().__init__(
+            f"the request stopped arriving: nothing came for {timeout_ms} ms, and nothing of"
+            " it was applied"
+        )
+        self.timeout_ms = timeout_ms
+
+
 class SegmentExistsError(SegmentStoreError):
     code = "segment_exists"
 
@@ -113,6 +130,25 @@ class BadOffsetError(SegmentStoreError):
         self.length = length
 
 
+class WriterSeqMismatchError(SegmentStoreError):
+    """A chained append (``Writer-Prev-Seq``) whose predecessor is not the writer's last
+    applied batch on the segment: ``last_writer_seq`` is the one the store has (None: this
+    writer has applied nothing there). Nothing was appended."""
+
+    code = "writer_seq_mismatch"
+    _field_names = ("writer_prev_seq", "last_writer_seq")
+
+    def __init__(self, name: str, writer_prev_seq: int, last_writer_seq: int | None) -> None:
+        has = "no batch" if last_writer_seq is None else f"Writer-Seq {last_writer_seq}"
+        super().__init__(
+            f"segment {name!r} has {has} last applied for this writer,"
+            f" not the Writer-Prev-Seq {writer_prev_seq}"
+        )
+        self.name = name
+        self.writer_prev_seq = writer_prev_seq
+        self.last_writer_seq = last_writer_seq
+
+
 class BadAttributeUpdateError(SegmentStoreError):
     code = "bad_attribute_update"
     _field_names = ("key",)
@@ -128,6 +164,15 @@ class PayloadTooLargeError(SegmentStoreError):
 
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(f"{size} bytes is more than the limit of {limit}")
+        self.limit = limit
+
+
+class RequestHeaderTooLargeError(SegmentStoreError):
+    code = "request_header_too_large"
+    _field_names = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the request line and headers are over the limit of {limit} bytes")
         self.limit = limit
 
 

@@ -191,6 +191,49 @@ class ClusterSettings(_Section):
     # A node, or a container's owner, silent for this long is gone and its containers move.
     # Set once, when the cluster's lease bucket is created; every node then uses that figure.
     lease_ms: int = Field(default=5_000, ge=1_000, le=600_000)
+    # The secret every node of the cluster shares, and only they: it signs the leases and
+    # the requests nodes forward to each other, so that a process that can reach JetStream
+    # but lacks it can never act as a node. At least 16 bytes; from secret_file (a mounted
+    # Kubernetes Secret; surrounding whitespace is ignored) or secret, not both.
+    secret: SecretStr | None = None
+    secret_file: Path | None = None
+    # A request forwarded to a container's owner: how long connecting and waiting for the
+    # answer may take (a tail read's wait_ms comes on top), and how many may be under way to
+    # one peer at once (more are answered 503 with Retry-After).
+    forward_connect_timeout_ms: int = Field(default=2_000, ge=100)
+    forward_answer_timeout_ms: int = Field(default=30_000, ge=100)
+    max_forwards_per_peer: int = Field(default=256, ge=1)
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> ClusterSettings:
+        if self.secret is not None and self.secret_file is not None:
+            raise ValueError("cluster.secret and cluster.secret_file: set one, not both")
+        if self.enabled and self.secret is None and self.secret_file is None:
+            raise ValueError(
+                "cluster mode needs the cluster's secret: set cluster.secret_file (or"
+                " SEGMENTSTORE_CLUSTER__SECRET); every node of the cluster gets the same one"
+            )
+        if self.secret is not None and len(self.secret.get_secret_value().encode()) < 16:
+            raise ValueError("cluster.secret needs at least 16 bytes")
+        return self
+
+    def secret_bytes(self) -> bytes:
+        """The secret, read from ``secret_file`` if that is where it is kept; ValueError if
+        it cannot be read or is shorter than 16 bytes."""
+        if self.secret_file is not None:
+            try:
+                secret = self.secret_file.read_bytes().strip()
+            except OSError as error:
+                raise ValueError(
+                    f"cannot read cluster.secret_file {self.secret_file}: {error.strerror}"
+                ) from error
+        elif self.secret is not None:
+            secret = self.secret.get_secret_value().encode()
+        else:
+            raise ValueError("no cluster secret is configured")
+        if len(secret) < 16:
+            raise ValueError(f"the cluster secret needs at least 16 bytes, not {len(secret)}")
+        return secret
 
 
 class ApiSettings(_Section):
@@ -200,6 +243,12 @@ class ApiSettings(_Section):
     # HTTPS: a PEM certificate (chain) and its private key; both or neither (plain HTTP).
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    # A request line and headers larger than this in all are refused with 431 before they
+    # are held in memory.
+    max_header_bytes: int = Field(default=64 * KiB, ge=1 * KiB, le=16 * MiB)
+    # A request body that stops arriving for this long is answered 408 and nothing of it is
+    # applied; a node forwarding it gives up on the owner at the same moment.
+    body_timeout_ms: int = Field(default=30_000, ge=100)
 
     @model_validator(mode="after")
     def _tls_needs_both(self) -> ApiSettings:

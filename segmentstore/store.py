@@ -28,6 +28,7 @@ from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.mapping import container_of
 from segmentstore.containers.orphaned_tier2 import adopt_orphaned_tier2
 from segmentstore.containers.recoveries import Recoveries
+from segmentstore.containers.shared_tier2 import claim_shared_tier2
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.containers.supervisor import ContainerSupervisor
 from segmentstore.containers.tier1_logs import claim_shared_tier1, jetstream_options, tier1_log
@@ -148,6 +149,9 @@ class SegmentStore:
                 await asyncio.to_thread(claim_data_dir, data_dir, self._count)
             else:
                 await claim_shared_tier1(self._jetstream, self._count)
+                if self.settings.cluster.enabled:
+                    secret = self.settings.cluster.secret_bytes()
+                    await claim_shared_tier2(self._jetstream, storage, storage.uri, secret)
         except BaseException:
             await asyncio.to_thread(storage.close)
             raise
@@ -275,10 +279,18 @@ class SegmentStore:
         *,
         writer_id: str | None = None,
         writer_seq: int | None = None,
+        writer_prev_seq: int | None = None,
     ) -> Coroutine[Any, Any, AppendResult]:
         """Append ``data`` to ``name``; await the result. Arguments are checked at once (this
         is a plain function returning the container's coroutine: one coroutine less on the
-        hottest path), so bad ones raise at the call rather than at the await."""
+        hottest path), so bad ones raise at the call rather than at the await.
+
+        Exactly-once: with ``writer_id`` and ``writer_seq``, an append whose ``writer_seq`` is
+        not above the last one applied for this writer on ``name`` appends nothing and answers
+        a duplicate. ``writer_prev_seq`` chains it: it is applied only right after the
+        writer's batch ``writer_prev_seq`` (``WriterSeqMismatchError`` otherwise, naming the
+        last one applied), so a writer may keep several in flight and none lands out of order.
+        """
         if type(data) is memoryview:
             data = whole_bytes(data)
         size = len(data)
@@ -295,8 +307,14 @@ class SegmentStore:
             if not 0 < len(writer_id) <= 256:
                 raise InvalidArgumentError("writer_id must be 1 to 256 characters")
             non_negative("writer_seq", writer_seq)
+            if writer_prev_seq is not None:
+                non_negative("writer_prev_seq", writer_prev_seq)
+                if writer_prev_seq >= writer_seq:  # type: ignore[operator]
+                    raise InvalidArgumentError("writer_prev_seq must be below writer_seq")
+        elif writer_prev_seq is not None:
+            raise InvalidArgumentError("writer_prev_seq needs writer_id and writer_seq")
         container = self.containers[_route(name, self._count)]  # _for, inlined
-        return container.append(name, data, expected_offset, writer_id, writer_seq)
+        return container.append(name, data, expected_offset, writer_id, writer_seq, writer_prev_seq)
 
     async def read(
         self, name: str, offset: int, max_length: int | None = None, wait_ms: int = 0
@@ -320,6 +338,7 @@ class SegmentStore:
         *,
         writer_id: str | None = None,
         writer_seq: int | None = None,
+        writer_prev_seq: int | None = None,
     ) -> AppendResult:
         """Append a batch of events atomically: ``events`` is framed bytes (docs/api.md, Event
         framing) or a sequence of payloads to frame. Bad framing is ``InvalidEventsError``
@@ -332,7 +351,12 @@ class SegmentStore:
             raise PayloadTooLargeError(len(body), limit)
         count = count_events(body, limit - EVENT_HEADER.size)
         result = await self.append(
-            name, body, expected_offset, writer_id=writer_id, writer_seq=writer_seq
+            name,
+            body,
+            expected_offset,
+            writer_id=writer_id,
+            writer_seq=writer_seq,
+            writer_prev_seq=writer_prev_seq,
         )
         if result.duplicate:
             return result

@@ -1,4 +1,5 @@
-"""`segmentstore bench append` runs end to end (briefly) and reports what it promises."""
+"""`segmentstore bench append` and `bench http` run end to end (briefly) and report what they
+promise."""
 
 from __future__ import annotations
 
@@ -6,37 +7,53 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def _bench(tmp_path: Path, *args: str) -> tuple[str, list[dict[str, Any]]]:
+    """Runs ``segmentstore bench ARGS`` in ``tmp_path``: what it printed, and its JSON rows."""
+    out = tmp_path / "bench.json"
+    command = str(Path(sys.executable).parent / "segmentstore")
+    completed = subprocess.run(
+        [command, "bench", *args, "--dir", str(tmp_path), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert list(tmp_path.iterdir()) == [out]  # its working directory is gone
+    return completed.stdout, json.loads(out.read_text())["results"]
 
 
 def test_append_bench_reports_medians_and_ratio(tmp_path: Path) -> None:
-    out = tmp_path / "bench.json"
-    completed = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "segmentstore"),
-            "bench",
-            "append",
-            "--sizes",
-            "1k",
-            "--writers",
-            "4",
-            "--seconds",
-            "0.3",
-            "--rounds",
-            "2",
-            "--dir",
-            str(tmp_path),
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
+    stdout, results = _bench(
+        tmp_path, "append", "--sizes", "1k", "--writers", "4", "--seconds", "0.3", "--rounds", "2"
     )
-    assert "round 2/2: bare append path" in completed.stdout
-    (row,) = json.loads(out.read_text())["results"]
+    assert "round 2/2: bare append path" in stdout
+    (row,) = results
     assert row["size_bytes"] == 1024 and row["writers"] == 4
     assert 0 < row["appends_per_s_min"] <= row["appends_per_s"] <= row["appends_per_s_max"]
     assert row["ratio"] == row["appends_per_s"] / row["raw_records_per_s"]
     assert row["bare_ratio"] == row["appends_per_s"] / row["bare_appends_per_s"]
-    assert list(tmp_path.iterdir()) == [out]  # its working directory is gone
+
+
+@pytest.mark.slow
+def test_http_bench_reports_cpu_and_ratios_to_both_baselines(tmp_path: Path) -> None:
+    stdout, results = _bench(
+        tmp_path, "http", "--cases", "append-1k", "--seconds", "0.5", "--rounds", "2",
+        "--loadgen", "python",
+    )  # fmt: skip
+    assert "round 2/2" in stdout and "goals (on the medians)" in stdout
+    rows = {row["case"]: row for row in results}
+    append = rows["append-1k"]
+    assert append["rounds"] == 2
+    for target in ("store", "fastapi", "asgi"):
+        assert append[f"{target}_req_per_s"] > 0 and append[f"{target}_failures"] == 0
+        assert 0 < append[f"{target}_cpu_us_per_req"] < 1e6
+    assert append["store_vs_asgi"] > 0 and append["store_vs_fastapi"] > 0
+    assert append["store_req_per_s_min"] <= append["store_req_per_s"]
+    assert {g["figure"] for g in append["goals"]} == {"store_vs_fastapi", "store_vs_asgi"}
+    assert 0 < rows["tail"]["p50_ms"] <= rows["tail"]["p99_ms"]
+    assert len(rows["load average"]["samples"]) == 3

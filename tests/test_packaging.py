@@ -64,6 +64,10 @@ def test_the_wheel_installs_one_top_level_package_with_every_module(wheel: Path)
     }
     assert expected - set(names) == set()
     assert "segmentstore/py.typed" in names
+    # The status page's files are package data, served from where they install.
+    static = REPO / "api" / "status_page" / "static"
+    page = {f"segmentstore/api/status_page/static/{p.name}" for p in static.iterdir()}
+    assert page and page <= set(names)
 
 
 @pytest.fixture(scope="module")

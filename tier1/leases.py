@@ -75,3 +75,8 @@ class LeaseStore(ABC):
     async def release(self, lease: ContainerLease) -> None:
         """Give ``lease`` up, if it is still this holder's, so the next owner need not wait
         for it to expire."""
+
+    async def usage(self) -> tuple[int, int] | None:
+        """(streams, consumers) the deployment has in the backend the leases live in, for
+        metrics and drills (both must stay flat); None where there is no such thing."""
+        return None

@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from segmentstore.api.schemas import Containers, ContainerView, container_json, error_responses
+from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.errors import ContainerUnavailableError, InvalidArgumentError
 from segmentstore.store import SegmentStore
@@ -16,7 +17,7 @@ from segmentstore.store import SegmentStore
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
-def containers_router(store: SegmentStore) -> APIRouter:
+def containers_router(store: SegmentStore, cluster: ClusterMembership | None) -> APIRouter:
     router = APIRouter(prefix="/v1/containers", tags=["containers"])
     # A container is stopped and started in two awaits; two restarts interleaving would start
     # it twice. Restarts are rare (drills), so one at a time is plenty.
@@ -49,6 +50,8 @@ def containers_router(store: SegmentStore) -> APIRouter:
             raise ContainerUnavailableError(
                 container.id, container.failure or container.status.value
             )
-        return JSONResponse(container_json(container))
+        answer = container_json(container)
+        answer["owner"] = None if cluster is None else cluster.node_id
+        return JSONResponse(answer)
 
     return router

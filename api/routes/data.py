@@ -59,6 +59,16 @@ _APPEND_PARAMETERS: list[dict[str, Any]] = [
         "schema": _OPTIONAL_INT,
         "description": "exactly-once: applied only if above the last one",
     },
+    {
+        "name": "Writer-Prev-Seq",
+        "in": "header",
+        "required": False,
+        "schema": _OPTIONAL_INT,
+        "description": (
+            "chained batches: applied only if this is the writer's last applied Writer-Seq on"
+            " the segment, else 412 writer_seq_mismatch with last_writer_seq"
+        ),
+    },
 ]
 APPEND_SCHEMA: dict[str, Any] = {"requestBody": _RAW_BODY, "parameters": _APPEND_PARAMETERS}
 EVENTS_SCHEMA: dict[str, Any] = {"requestBody": _FRAMED_BODY, "parameters": _APPEND_PARAMETERS}

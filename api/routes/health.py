@@ -8,7 +8,8 @@ from fastapi.responses import JSONResponse, Response
 
 from segmentstore.api.errors import error_json
 from segmentstore.api.metrics import CONTENT_TYPE, Metrics
-from segmentstore.api.schemas import container_json, error_responses, public_status
+from segmentstore.api.readiness import readiness
+from segmentstore.api.schemas import container_json, error_responses
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.store import SegmentStore
 
@@ -31,23 +32,13 @@ def health_router(
         summary="Readiness: 200 only if every container is running",
     )
     async def readyz() -> Response:
-        waiting = [
-            c for c in store.containers if c.id in store.owned and public_status(c) != "running"
-        ]
-        if cluster is not None and not cluster.ready():
+        state = readiness(store, cluster)
+        if not state.ready:
             return error_json(
                 503,
                 "container_unavailable",
-                "this node has not joined the cluster, or is leaving it, or is still"
-                " recovering the containers it holds",
-                {"containers": [container_json(c) for c in waiting]},
-            )
-        if (not store.containers or waiting) and cluster is None:
-            return error_json(
-                503,
-                "container_unavailable",
-                "not every container is running",
-                {"containers": [container_json(c) for c in waiting]},
+                state.why,
+                {"containers": [container_json(c) for c in state.waiting]},
             )
         return JSONResponse({"status": "ready"})
 

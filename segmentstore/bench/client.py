@@ -11,7 +11,10 @@ One ``segmentstore serve`` child process on loopback, loaded in turn by:
 3. :class:`~segmentstore.client.EventWriter`: 256 producer tasks over 16 segments (16 per
    segment), each sending without waiting (up to ``WINDOW`` unanswered); acknowledged records/s
    and MB/s for 1 KiB and 100 B records. The CPU this process spent per record is measured,
-   and how much of it is the writer's buffering alone (``send`` with nothing sent).
+   and how much of it is the writer's buffering alone (``send`` with nothing sent). Then the
+   same 256 tasks each awaiting ``write`` (one record at a time per task, as code that needs
+   each offset before going on writes), with up to ``max_in_flight`` batches per segment
+   (the default) and with one (``max_in_flight=1``, as before batches were chained).
 4. The append-to-read latency: one producer writes a record every 2 ms through an
    ``EventWriter`` while an ``EventReader`` follows the tail.
 
@@ -52,8 +55,9 @@ LATENCY_INTERVAL_S = 0.002
 # the baseline for one-record requests, records/s for the EventWriter.
 TARGETS: dict[str, tuple[str, float]] = {
     f"client append 1 KiB x{APPEND_TASKS}": ("vs_baseline", 0.8),
-    f"EventWriter 1024 B x{PRODUCERS}": ("per_s", 150_000),
-    f"EventWriter 100 B x{PRODUCERS}": ("per_s", 200_000),
+    f"EventWriter send() 1024 B x{PRODUCERS}": ("per_s", 150_000),
+    f"EventWriter send() 100 B x{PRODUCERS}": ("per_s", 200_000),
+    f"EventWriter write() 1024 B x{PRODUCERS}": ("per_s", 150_000),
 }
 
 
@@ -120,19 +124,23 @@ async def _appends(url: str, seconds: float, how: str) -> dict[str, float]:
     return {"per_s": done / elapsed, "client_cpu_us_per_record": cpu / max(1, done) * 1e6}
 
 
-async def _writer_records(url: str, payload_bytes: int, seconds: float) -> dict[str, float]:
+async def _writer_records(
+    url: str, payload_bytes: int, seconds: float, max_in_flight: int = 4
+) -> dict[str, float]:
     """Acknowledged records/s through one EventWriter, and this process's CPU per record.
 
     The clock stops once every record sent is answered, so each counted record is
     acknowledged (durable in the store with its offset) within the measured time.
     """
-    segments = [f"bench/events-{payload_bytes}-{i:02d}" for i in range(SEGMENTS)]
+    segments = [f"bench/events-{payload_bytes}-{max_in_flight}-{i:02d}" for i in range(SEGMENTS)]
     await _create(url, segments)
     payload = os.urandom(payload_bytes)
     acknowledged = 0
     async with (
         AsyncSegmentStoreClient(url) as client,
-        EventWriter(client, linger_ms=2, batch_bytes=1 << 20) as writer,
+        EventWriter(
+            client, linger_ms=2, batch_bytes=1 << 20, max_in_flight=max_in_flight
+        ) as writer,
     ):
 
         async def producer(index: int, until: float) -> int:
@@ -164,6 +172,41 @@ async def _writer_records(url: str, payload_bytes: int, seconds: float) -> dict[
         "mb_per_s": per_s * payload_bytes / 1e6,
         "client_cpu_us_per_record": cpu / acknowledged * 1e6,
         "enqueue_us_per_record": enqueue_us,
+    }
+
+
+async def _awaited_writes(
+    url: str, payload_bytes: int, seconds: float, max_in_flight: int = 4
+) -> dict[str, float]:
+    """Records/s when each of the producer tasks awaits every ``write`` before the next, and
+    this process's CPU per record. Each counted record was acknowledged in the measured time."""
+    segments = [f"bench/awaited-{max_in_flight}-{i:02d}" for i in range(SEGMENTS)]
+    await _create(url, segments)
+    payload = os.urandom(payload_bytes)
+    async with (
+        AsyncSegmentStoreClient(url) as client,
+        EventWriter(client, linger_ms=2, max_in_flight=max_in_flight) as writer,
+    ):
+
+        async def producer(index: int, until: float) -> int:
+            segment = segments[index % len(segments)]
+            written = 0
+            while time.perf_counter() < until:
+                await writer.write(segment, payload)
+                written += 1
+            return written
+
+        warm = time.perf_counter() + min(1.0, seconds / 4)
+        await asyncio.gather(*(producer(i, warm) for i in range(PRODUCERS)))
+        cpu, begun = time.process_time(), time.perf_counter()
+        counts = await asyncio.gather(*(producer(i, begun + seconds) for i in range(PRODUCERS)))
+        elapsed, cpu = time.perf_counter() - begun, time.process_time() - cpu
+    written = sum(counts)
+    per_s = written / elapsed
+    return {
+        "records_per_s": per_s,
+        "mb_per_s": per_s * payload_bytes / 1e6,
+        "client_cpu_us_per_record": cpu / max(1, written) * 1e6,
     }
 
 
@@ -263,16 +306,23 @@ def run(
                 row(f"{label} append 1 KiB x{APPEND_TASKS}", per_s, per_s * KiB / 1e6, **figures)
             )
             wait_quiet(url)
-        for size in (KiB, 100):
-            step(f"EventWriter: {size} B records, {PRODUCERS} producers")
-            figures = run_loop(_writer_records(url, size, seconds), loop)
+        # One batch per segment on the wire is how the writer sent before batches were
+        # chained: the same run's figure for it is what each EventWriter case is compared with.
+        writers = [
+            ("send()", _writer_records, KiB, 4),
+            ("send()", _writer_records, KiB, 1),
+            ("send()", _writer_records, 100, 4),
+            ("write()", _awaited_writes, KiB, 4),
+            ("write()", _awaited_writes, KiB, 1),
+        ]
+        for how, measure_writer, size, in_flight in writers:
+            label = f"EventWriter {how} {size} B x{PRODUCERS}"
+            if in_flight == 1:
+                label += ", max_in_flight=1"
+            step(label)
+            figures = run_loop(measure_writer(url, size, seconds, in_flight), loop)
             rows.append(
-                row(
-                    f"EventWriter {size} B x{PRODUCERS}",
-                    figures.pop("records_per_s"),
-                    figures.pop("mb_per_s"),
-                    **figures,
-                )
+                row(label, figures.pop("records_per_s"), figures.pop("mb_per_s"), **figures)
             )
             wait_quiet(url)
         step("append-to-read latency")

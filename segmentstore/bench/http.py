@@ -1,186 +1,68 @@
-"""``segmentstore bench http``: the HTTP API against a bare FastAPI endpoint on the same server.
+"""``segmentstore bench http``: the HTTP API against bare endpoints on the same server.
 
-Two child processes serve on loopback: ``segmentstore serve`` over a fresh data directory,
-and a *bare* FastAPI app with the same routes that accepts each body and throws it away (reads
-answer a constant buffer). Both are built by ``api.server.server_config`` and run on uvloop
-the way ``segmentstore serve`` runs, so they share every uvicorn setting (httptools, access
-log off, one worker); the difference between them is the store. A third party loads them in
-turn with the same requests:
+Three child processes serve on loopback, all on the server ``segmentstore serve`` uses
+(:func:`segmentstore.api.server.server_config`: uvicorn, httptools, uvloop, one worker):
 
-- ``wrk`` (``apt-get install wrk``) with a generated Lua script, if it is on the ``PATH``;
-- otherwise a load generator of this module: a few processes, each keeping its share of the
-  connections busy with raw keep-alive HTTP/1.1 over asyncio sockets (uvloop if present).
-  (httpx is far too slow to load a server: it would measure itself.)
+- ``store``: ``segmentstore serve`` over a fresh data directory;
+- ``fastapi``: a FastAPI app with the same routes that takes each body and throws it away
+  (reads answer a constant buffer): the same routes through FastAPI alone;
+- ``asgi``: the same answers from one plain ASGI function: the server's own cost, the floor.
 
-Cases: 1 KiB and 1 MiB appends, 1 MiB reads (of data the store has cached) and
-``:appendEvents`` of 100 and of 1000 events of 100 bytes. Reported per target: requests/s, MB/s of
-payload, p50/p99 latency, non-2xx answers; and the ratio store / bare of requests per second.
-Both targets share the machine with the load generator (two cores here), so the absolutes say
-little; the ratio, taken in one run on one machine, is the figure. Between cases the store is
-given time to move what it has taken to Tier 2, so that its background work does not land on
-the next measurement.
+A load generator in a third party sends each the same requests in turn: ``wrk`` (Debian's
+``apt-get install wrk``) with a generated Lua script, or without it a generator of this
+module (a few processes of raw keep-alive HTTP/1.1; httpx would measure itself). Cases: 1 KiB
+and 1 MiB appends over 16 segments, 1 MiB reads of cached data, ``:appendEvents`` of 100 and
+of 1,000 events of 100 bytes. Per target and case: requests/s, p50/p99 latency, non-2xx
+answers, and the server's CPU per request (every thread of its process, user and system,
+from ``/proc``, over the measured seconds only). The appends are also run through the
+embedded API (same sizes and concurrency) for HTTP/embedded; and the append-to-tail-read
+latency is measured on the store alone (:mod:`segmentstore.bench.http_tail`).
+
+Everything shares the machine, so the absolute figures say little; the ratios, each taken
+within one round, are the figures. ``--rounds`` repeats the whole set with the order of the
+targets rotated, and each figure reported is the median over the rounds (with its range);
+the load average is printed with each round. The requests are the same in every run (seeded
+payloads, a fixed order). Between cases the store is given time to move what it took to
+Tier 2, so that its background work does not land on the next measurement.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
-import signal
-import subprocess
-import sys
+import statistics
 import tempfile
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
-
-import httpx
+from typing import Any
 
 from segmentstore.bench.append import run_store
-from segmentstore.bench.http_cases import READ_SEGMENT_MIB, SEGMENTS, Case, MiB, cases
+from segmentstore.bench.http_cases import SEGMENTS, Case, cases
 from segmentstore.bench.http_load import Load, run_python, run_wrk
+from segmentstore.bench.http_servers import (
+    ServerProcess,
+    prepare_store,
+    start_servers,
+    store_process,
+    wait_quiet,
+)
+from segmentstore.bench.http_tail import tail_latency_ms
 from segmentstore.bench.report import print_table, run_loop, write_json
-from segmentstore.client import SegmentStoreClient
 
-REPO = Path(__file__).resolve().parents[2]
-STARTUP_TIMEOUT_S = 60.0
-QUIET_TIMEOUT_S = 60.0
-_RUNNING_ON = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+__all__ = ["choose_loadgen", "measure", "run", "store_process", "wait_quiet"]
 
-# -- the servers ----------------------------------------------------------------------------
-
-
-class ServerProcess:
-    """A child serving HTTP on loopback port 0; the port is read from uvicorn's log line."""
-
-    def __init__(
-        self, label: str, argv: list[str], log_path: Path, environ: Mapping[str, str]
-    ) -> None:
-        self.label = label
-        # The store gets the defaults of `segmentstore serve`, not this shell's settings.
-        env = {k: v for k, v in environ.items() if not k.startswith("SEGMENTSTORE_")}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-        self._log_path = log_path
-        self._proc = subprocess.Popen(
-            argv,
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        self.port: int | None = None
-        self._started = threading.Event()
-        assert self._proc.stderr is not None
-        self._reader = threading.Thread(
-            target=self._drain, args=(self._proc.stderr,), name=f"{label}-log", daemon=True
-        )
-        self._reader.start()
-
-    def _drain(self, stream: IO[bytes]) -> None:
-        # Drained to the end so that a chatty child never blocks on a full pipe.
-        with open(self._log_path, "ab") as log:
-            for line in stream:
-                log.write(line)
-                found = _RUNNING_ON.search(line.decode("utf-8", "replace"))
-                if found and self.port is None:
-                    self.port = int(found.group(1))
-                    self._started.set()
-        self._started.set()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        self._started.wait(STARTUP_TIMEOUT_S)
-        with httpx.Client(timeout=5) as http:
-            while self.port is not None and self._proc.poll() is None:
-                try:
-                    if http.get(f"{self.url}/readyz").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-        tail = self._log_path.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"the {self.label} server did not become ready:\n{tail}")
-
-    def stop(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._reader.join(timeout=30)
-        if self._proc.stderr is not None and not self._reader.is_alive():
-            self._proc.stderr.close()
-
-
-def store_process(base: Path, environ: Mapping[str, str]) -> ServerProcess:
-    """``segmentstore serve`` with its defaults over ``base/data``, on a loopback port (not yet
-    ready: call ``wait_ready``)."""
-    serve = ["serve", "--data-dir", str(base / "data"), "--host", "127.0.0.1", "--port", "0"]
-    return ServerProcess(
-        "store",
-        [sys.executable, "-m", "segmentstore.cli", *serve],
-        base / "store.log",
-        environ,
-    )
-
-
-def _start_servers(base: Path, environ: Mapping[str, str]) -> tuple[ServerProcess, ServerProcess]:
-    store = store_process(base, environ)
-    # The baseline is a program of its own in api/ (the core never imports FastAPI).
-    bare = ServerProcess(
-        "bare",
-        [sys.executable, "-m", "segmentstore.api.bench_baseline"],
-        base / "bare.log",
-        environ,
-    )
-    try:
-        store.wait_ready()
-        bare.wait_ready()
-    except BaseException:
-        store.stop()
-        bare.stop()
-        raise
-    return store, bare
-
-
-def wait_quiet(store_url: str) -> None:
-    """Until the store's Tier 2 lag stops shrinking (or is gone): its Storage Writer is
-    done with what the last case appended."""
-    deadline = time.monotonic() + QUIET_TIMEOUT_S
-    previous = -1
-    with httpx.Client(base_url=store_url, timeout=30) as http:
-        while time.monotonic() < deadline:
-            lag = sum(c["tier2_lag_bytes"] for c in http.get("/v1/containers").json()["containers"])
-            if lag == 0 or lag == previous:
-                return
-            previous = lag
-            time.sleep(0.5)
-
-
-def _prepare_store(url: str) -> None:
-    """The segments the cases append to, and one of READ_SEGMENT_MIB MiB to read from."""
-    with SegmentStoreClient(url) as client:
-        for i in range(SEGMENTS):
-            client.create_segment(f"bench/http-{i:02d}")
-        client.create_segment("bench/read")
-        block = os.urandom(MiB)
-        for _ in range(READ_SEGMENT_MIB):
-            client.append("bench/read", block)
-
-
-# -- the run --------------------------------------------------------------------------------
+TARGETS = ("store", "fastapi", "asgi")
+TAIL_SAMPLES = 400
+# What the HTTP path is meant to reach on a 2-core machine shared with the load generator:
+# (case, figure, at least / at most, threshold). Judged on the medians of the rounds.
+GOALS: list[tuple[str, str, str, float]] = [
+    ("append-1k", "store_vs_fastapi", ">=", 2.0),
+    ("append-1k", "store_vs_asgi", ">=", 0.8),
+    ("append-1m", "http_vs_embedded", ">=", 0.9),
+    ("events-1000", "store_events_per_s", ">=", 2_000_000),
+    ("tail", "p50_ms", "<", 0.5),
+]
 
 
 def measure(
@@ -202,90 +84,36 @@ def choose_loadgen(loadgen: str) -> str:
     return loadgen
 
 
-def _figures(prefix: str, case: Case, load: Load) -> dict[str, Any]:
+def _measure_target(
+    loadgen: str, server: ServerProcess, case: Case, seconds: float, processes: int, base: Path
+) -> dict[str, float]:
+    warmup_s = min(1.0, seconds / 4)
+    served = 1.0  # the requests the CPU was spent on, per request counted
+    if loadgen == "wrk":
+        run_wrk(server.url, case, warmup_s, base)  # warm-up, discarded
+        cpu = server.cpu_s()
+        load = run_wrk(server.url, case, seconds, base)
+    else:
+        # The generator's warm-up is part of its run: the CPU read around it covers both.
+        cpu = server.cpu_s()
+        load = run_python(server.url, case, seconds, processes, warmup_s)
+        served = (seconds + warmup_s) / seconds
+    cpu = server.cpu_s() - cpu
     per_s = load.requests / load.seconds if load.seconds else 0.0
     return {
-        f"{prefix}_req_per_s": per_s,
-        f"{prefix}_mb_per_s": per_s * case.payload_bytes / 1e6,
-        f"{prefix}_events_per_s": per_s * case.events,
-        f"{prefix}_p50_ms": load.p50_ms,
-        f"{prefix}_p99_ms": load.p99_ms,
-        f"{prefix}_failures": load.failures,
+        "req_per_s": per_s,
+        "mb_per_s": per_s * case.payload_bytes / 1e6,
+        "events_per_s": per_s * case.events,
+        "p50_ms": load.p50_ms,
+        "p99_ms": load.p99_ms,
+        "failures": load.failures,
+        "cpu_us_per_req": cpu / max(1.0, load.requests * served) * 1e6,
     }
-
-
-def run(
-    seconds: float,
-    selected: Sequence[str] | None,
-    loadgen: str,
-    processes: int,
-    directory: str | None,
-    json_path: str | None,
-    environ: Mapping[str, str],
-) -> list[dict[str, Any]]:
-    """Runs the ``selected`` cases (default: all); ``environ`` is what the servers start
-    from (the command line hands in its environment)."""
-    # The per-request log lines of the client that prepares the store would drown the table.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    loadgen = choose_loadgen(loadgen)
-    table = cases()
-    unknown = set(selected or ()) - set(table)
-    if unknown:
-        raise SystemExit(f"unknown cases {sorted(unknown)}; known: {sorted(table)}")
-    chosen = [table[k] for k in (selected or table)]
-    base = Path(tempfile.mkdtemp(prefix="bench-http-", dir=directory))
-    rows: list[dict[str, Any]] = []
-    print(f"... starting the store and the bare endpoint (load: {loadgen})", flush=True)
-    store, bare = _start_servers(base, environ)
-    try:
-        _prepare_store(store.url)
-        for number, case in enumerate(chosen, 1):
-            loads = {}
-            for label, server in (("store", store), ("bare", bare)):
-                print(
-                    f"... [{number}/{len(chosen)}] {case.title}: {label},"
-                    f" {case.connections} connections, {seconds:g} s",
-                    flush=True,
-                )
-                loads[label] = measure(loadgen, server.url, case, seconds, processes, base)
-                if label == "store":
-                    wait_quiet(store.url)
-            row: dict[str, Any] = {
-                "case": case.key,
-                "title": case.title,
-                "connections": case.connections,
-                "payload_bytes": case.payload_bytes,
-                "loadgen": loadgen,
-                **_figures("store", case, loads["store"]),
-                **_figures("bare", case, loads["bare"]),
-            }
-            bare_rate = row["bare_req_per_s"]
-            row["ratio"] = row["store_req_per_s"] / bare_rate if bare_rate else float("nan")
-            if case.key.startswith("append-"):
-                # The same appends through the embedded API, same size and concurrency.
-                print(f"... [{number}/{len(chosen)}] {case.title}: embedded API", flush=True)
-                embedded = _embedded_mb_per_s(base, case, seconds)
-                row["embedded_mb_per_s"] = embedded
-                row["http_vs_embedded"] = row["store_mb_per_s"] / embedded
-            rows.append(row)
-            if row["store_failures"] or row["bare_failures"]:
-                print(
-                    f"!!! {case.title}: {row['store_failures']} store and"
-                    f" {row['bare_failures']} bare answers were not 2xx or broke",
-                    flush=True,
-                )
-    finally:
-        store.stop()
-        bare.stop()
-        shutil.rmtree(base, ignore_errors=True)
-    _print(rows)
-    write_json(json_path, "http", rows)
-    return rows
 
 
 def _embedded_mb_per_s(base: Path, case: Case, seconds: float) -> float:
     directory = base / f"embedded-{case.key}"
-    directory.mkdir()
+    directory.mkdir(exist_ok=True)
     try:
         result = run_loop(
             run_store(directory, case.payload_bytes, case.connections, SEGMENTS, seconds),
@@ -296,43 +124,203 @@ def _embedded_mb_per_s(base: Path, case: Case, seconds: float) -> float:
     return float(result["appends_per_s"]) * case.payload_bytes / 1e6
 
 
-def _print(rows: list[dict[str, Any]]) -> None:
-    print_table(
-        rows,
-        [
-            ("case", "case", ""),
-            ("store_req_per_s", "store req/s", ",.0f"),
-            ("store_mb_per_s", "store MB/s", ",.1f"),
-            ("store_p50_ms", "p50 ms", ".2f"),
-            ("store_p99_ms", "p99 ms", ".2f"),
-            ("bare_req_per_s", "bare req/s", ",.0f"),
-            ("bare_mb_per_s", "bare MB/s", ",.1f"),
-            ("bare_p50_ms", "p50 ms", ".2f"),
-            ("bare_p99_ms", "p99 ms", ".2f"),
-            ("ratio", "store/bare", ".2f"),
-        ],
+def _round(
+    number: int,
+    rounds: int,
+    servers: dict[str, ServerProcess],
+    chosen: list[Case],
+    loadgen: str,
+    seconds: float,
+    processes: int,
+    base: Path,
+) -> dict[str, dict[str, float]]:
+    """One measurement of every case on every target; ``{case: {figure: value}}``."""
+    order = TARGETS[number % 3 :] + TARGETS[: number % 3]  # who goes first rotates
+    print(f"... round {number + 1}/{rounds}, load average {_load()}, order {order}", flush=True)
+    found: dict[str, dict[str, float]] = {}
+    for case in chosen:
+        row: dict[str, float] = {}
+        for target in order:
+            print(f"...   {case.title}: {target}, {case.connections} connections", flush=True)
+            figures = _measure_target(loadgen, servers[target], case, seconds, processes, base)
+            row.update({f"{target}_{key}": value for key, value in figures.items()})
+            if target == "store":
+                wait_quiet(servers["store"].url)
+        row["store_vs_fastapi"] = row["store_req_per_s"] / max(row["fastapi_req_per_s"], 1e-9)
+        row["store_vs_asgi"] = row["store_req_per_s"] / max(row["asgi_req_per_s"], 1e-9)
+        if case.key.startswith("append-"):
+            print(f"...   {case.title}: embedded API", flush=True)
+            embedded = _embedded_mb_per_s(base, case, seconds)
+            row["embedded_mb_per_s"] = embedded
+            row["http_vs_embedded"] = row["store_mb_per_s"] / max(embedded, 1e-9)
+        found[case.key] = row
+    print("...   append-to-tail-read latency: store", flush=True)
+    found["tail"] = tail_latency_ms(servers["store"].url, TAIL_SAMPLES)
+    return found
+
+
+def run(
+    seconds: float,
+    selected: Sequence[str] | None,
+    loadgen: str,
+    processes: int,
+    directory: str | None,
+    json_path: str | None,
+    environ: Mapping[str, str],
+    rounds: int = 3,
+) -> list[dict[str, Any]]:
+    """Runs the ``selected`` cases (default: all) ``rounds`` times; ``environ`` is what the
+    servers start from (the command line hands in its environment)."""
+    # The per-request log lines of the client that prepares the store would drown the table.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # The embedded store's start-up lines (a store per append case and round) say nothing here.
+    logging.getLogger("segmentstore").setLevel(logging.WARNING)
+    loadgen = choose_loadgen(loadgen)
+    table = cases()
+    unknown = set(selected or ()) - set(table)
+    if unknown:
+        raise SystemExit(f"unknown cases {sorted(unknown)}; known: {sorted(table)}")
+    chosen = [table[k] for k in (selected or table)]
+    base = Path(tempfile.mkdtemp(prefix="bench-http-", dir=directory))
+    print(
+        f"... {rounds} round(s) of {len(chosen)} case(s) x {len(TARGETS)} servers"
+        f" ({', '.join(TARGETS)}), {seconds:g} s each, load from {loadgen}",
+        flush=True,
     )
-    appends = [r for r in rows if "embedded_mb_per_s" in r]
-    if appends:
-        print()
+    loads = [os.getloadavg()]
+    servers = start_servers(base, environ)
+    measured: list[dict[str, dict[str, float]]] = []
+    try:
+        prepare_store(servers["store"].url)
+        for number in range(rounds):
+            measured.append(
+                _round(number, rounds, servers, chosen, loadgen, seconds, processes, base)
+            )
+            loads.append(os.getloadavg())
+    finally:
+        for server in servers.values():
+            server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    rows = _medians(measured, chosen, loadgen)
+    _judge(rows)
+    _print(rows, loads)
+    write_json(json_path, "http", [*rows, {"case": "load average", "samples": loads}])
+    return rows
+
+
+def _medians(
+    measured: list[dict[str, dict[str, float]]], chosen: list[Case], loadgen: str
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for key in [c.key for c in chosen] + ["tail"]:
+        runs = [found[key] for found in measured]
+        row: dict[str, Any] = {"case": key, "rounds": len(runs), "loadgen": loadgen}
+        case = next((c for c in chosen if c.key == key), None)
+        if case is not None:
+            row.update(
+                title=case.title, connections=case.connections, payload_bytes=case.payload_bytes
+            )
+        for figure in runs[0]:
+            values = [r[figure] for r in runs]
+            row[figure] = statistics.median(values)
+            row[f"{figure}_min"], row[f"{figure}_max"] = min(values), max(values)
+        rows.append(row)
+    return rows
+
+
+def _judge(rows: list[dict[str, Any]]) -> None:
+    """Adds ``goals``: each goal of :data:`GOALS` this run could judge, and whether it met it."""
+    for row in rows:
+        row["goals"] = []
+        for case, figure, how, threshold in GOALS:
+            if row["case"] == case and figure in row:
+                value = row[figure]
+                met = value >= threshold if how == ">=" else value < threshold
+                row["goals"].append(
+                    {"figure": figure, "goal": f"{how} {threshold:,g}", "value": value, "met": met}
+                )
+
+
+def _load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def _span(row: dict[str, Any], figure: str, spec: str) -> str:
+    low, high = row.get(f"{figure}_min"), row.get(f"{figure}_max")
+    text = format(row[figure], spec)
+    if low is None or row["rounds"] < 2:
+        return text
+    return f"{text} ({format(low, spec)}-{format(high, spec)})"
+
+
+def _print(rows: list[dict[str, Any]], loads: list[tuple[float, float, float]]) -> None:
+    cases_ = [r for r in rows if r["case"] != "tail"]
+    print("\nrequests/s, median of the rounds (range):")
+    print_table(
+        [
+            {
+                "case": r["case"],
+                **{t: _span(r, f"{t}_req_per_s", ",.0f") for t in TARGETS},
+                "store/fastapi": _span(r, "store_vs_fastapi", ".2f"),
+                "store/asgi": _span(r, "store_vs_asgi", ".2f"),
+            }
+            for r in cases_
+        ],
+        [(k, k, "") for k in ("case", *TARGETS, "store/fastapi", "store/asgi")],
+    )
+    print("\nserver CPU per request, µs (user + system, all threads), and latency:")
+    print_table(
+        [
+            {
+                "case": r["case"],
+                **{t: _span(r, f"{t}_cpu_us_per_req", ".1f") for t in TARGETS},
+                "store p50/p99 ms": f"{r['store_p50_ms']:.2f}/{r['store_p99_ms']:.2f}",
+                "failures": f"{r['store_failures']:.0f}/{r['fastapi_failures']:.0f}"
+                f"/{r['asgi_failures']:.0f}",
+            }
+            for r in cases_
+        ],
+        [(k, k, "") for k in ("case", *TARGETS, "store p50/p99 ms", "failures")],
+    )
+    extra = [r for r in cases_ if "embedded_mb_per_s" in r or r["store_events_per_s"]]
+    if extra:
+        print("\nthroughput:")
         print_table(
-            appends,
             [
-                ("case", "case", ""),
-                ("store_mb_per_s", "HTTP MB/s", ",.1f"),
-                ("embedded_mb_per_s", "embedded MB/s", ",.1f"),
-                ("http_vs_embedded", "HTTP/embedded", ".2f"),
+                {
+                    "case": r["case"],
+                    "store MB/s": _span(r, "store_mb_per_s", ",.1f"),
+                    "embedded MB/s": _span(r, "embedded_mb_per_s", ",.1f")
+                    if "embedded_mb_per_s" in r
+                    else "",
+                    "HTTP/embedded": _span(r, "http_vs_embedded", ".2f")
+                    if "http_vs_embedded" in r
+                    else "",
+                    "store events/s": _span(r, "store_events_per_s", ",.0f")
+                    if r["store_events_per_s"]
+                    else "",
+                }
+                for r in extra
+            ],
+            [
+                (k, k, "")
+                for k in ("case", "store MB/s", "embedded MB/s", "HTTP/embedded", "store events/s")
             ],
         )
-    events = [r for r in rows if r["store_events_per_s"]]
-    if events:
-        print()
-        print_table(
-            events,
-            [
-                ("case", "case", ""),
-                ("store_events_per_s", "store ev/s", ",.0f"),
-                ("bare_events_per_s", "bare ev/s", ",.0f"),
-                ("ratio", "store/bare", ".2f"),
-            ],
-        )
+    tail = next(r for r in rows if r["case"] == "tail")
+    print(
+        f"\nappend-to-tail-read latency over HTTP ({TAIL_SAMPLES} per round): p50"
+        f" {_span(tail, 'p50_ms', '.3f')} ms, p99 {_span(tail, 'p99_ms', '.3f')} ms"
+    )
+    print("\ngoals (on the medians):")
+    for row in rows:
+        for goal in row["goals"]:
+            verdict = "met" if goal["met"] else "MISSED"
+            print(
+                f"  {row['case']:12} {goal['figure']:20} {goal['goal']:>12}:"
+                f" {goal['value']:,.3g} {verdict}"
+            )
+    print(
+        "load average (1, 5, 15 min) before and after each round: "
+        + "; ".join(" ".join(f"{v:.2f}" for v in load) for load in loads)
+    )

@@ -35,6 +35,13 @@ local paths = {{{paths}}}
 local body_path = {body}
 local prepared = {{}}
 local index = 0
+local threads = 0
+
+-- Each thread starts at its own place in the list, the same in every run.
+function setup(thread)
+  thread:set("start", threads)
+  threads = threads + 1
+end
 
 function init(args)
   local body = nil
@@ -48,7 +55,7 @@ function init(args)
   for i, path in ipairs(paths) do
     prepared[i] = wrk.format("{case.method}", path, headers, body)
   end
-  index = math.random(#prepared) - 1
+  index = ((start or 0) * 7) % #prepared
 end
 
 function request()
@@ -100,7 +107,7 @@ def _raw_requests(host: str, port: int, case: Case) -> list[bytes]:
     return requests
 
 
-async def _answer(reader: asyncio.StreamReader) -> int:
+async def read_answer(reader: asyncio.StreamReader) -> int:
     """Reads one whole answer; its status."""
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head[9:12])
@@ -133,7 +140,7 @@ async def _connection(
         while (begun := clock()) < stop_at:
             writer.write(requests[index])
             index = (index + 1) % len(requests)
-            status = await _answer(reader)
+            status = await read_answer(reader)
             if begun >= start_at:
                 latencies.append(clock() - begun)
                 failures += not 200 <= status < 300

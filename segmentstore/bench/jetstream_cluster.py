@@ -19,9 +19,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import nats
 
@@ -49,12 +50,17 @@ class JetStreamNode:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.client_port}"
 
-    def write_config(self, route_ports: list[int], cluster_extra: str = "") -> Path:
-        """``cluster_extra``: more lines for the ``cluster`` block (a drill's proxied routes)."""
+    def write_config(
+        self, route_ports: list[int], text: str | None = None, cluster_extra: str = ""
+    ) -> Path:
+        """Writes the node's config file: ``text``, or a config of its own that listens on
+        loopback, takes any client and routes to ``route_ports``, with ``cluster_extra`` in its
+        ``cluster`` block (a drill's proxied routes)."""
         routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports)
         config = self.directory / "nats.conf"
         config.write_text(
-            f"""
+            text
+            or f"""
 server_name: {self.name}
 listen: 127.0.0.1:{self.client_port}
 http: 127.0.0.1:{self.monitor_port}
@@ -106,13 +112,27 @@ cluster {{
 
 
 class JetStreamCluster:
-    """Three nodes named ``n1``..``n3``; :attr:`servers` is the client URL list."""
+    """Three nodes named ``n1``..``n3``; :attr:`servers` is the client URL list.
 
-    def __init__(self, root: Path, size: int = 3) -> None:
+    ``server_config`` writes a node's config file instead (given the node and every node's
+    route port; it must listen on the node's ports and keep JetStream's store in its
+    directory), for servers that authenticate their clients; ``client_options`` are then the
+    ``nats.connect`` options (credentials, TLS) this class's own probes connect with.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        size: int = 3,
+        *,
+        server_config: Callable[[JetStreamNode, list[int]], str] | None = None,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
         self.nodes = [JetStreamNode(f"n{i + 1}", root, []) for i in range(size)]
+        self.client_options = client_options or {}
         routes = [node.route_port for node in self.nodes]
         for node in self.nodes:
-            node.write_config(routes)
+            node.write_config(routes, server_config(node, routes) if server_config else None)
 
     @property
     def servers(self) -> list[str]:
@@ -147,7 +167,11 @@ class JetStreamCluster:
         from nats.js.api import StorageType, StreamConfig
 
         client = await nats.connect(
-            self.servers, connect_timeout=2, max_reconnect_attempts=0, error_cb=_quiet
+            self.servers,
+            connect_timeout=2,
+            max_reconnect_attempts=0,
+            error_cb=_quiet,
+            **self.client_options,
         )
         try:
             js = client.jetstream(timeout=5)
@@ -162,7 +186,9 @@ class JetStreamCluster:
 
     async def stream_leader(self, stream: str) -> str:
         """The name of the node that leads ``stream`` now."""
-        client = await nats.connect(self.servers, connect_timeout=2, error_cb=_quiet)
+        client = await nats.connect(
+            self.servers, connect_timeout=2, error_cb=_quiet, **self.client_options
+        )
         try:
             info = await client.jetstream(timeout=5).stream_info(stream)
             assert info.cluster is not None and info.cluster.leader is not None

@@ -5,6 +5,7 @@ kill and restart them. Every process is stopped by its PID."""
 from __future__ import annotations
 
 import contextlib
+import secrets
 import signal
 import subprocess
 import sys
@@ -98,7 +99,12 @@ class StoreNodes:
             "--tier1", "jetstream", "--nats", ",".join(nats), "--tier2", tier2_uri,
             "--containers", str(containers), "--cluster", "--log-level", "info",
         ]  # fmt: skip
-        self.env = {"SEGMENTSTORE_TIER1__JETSTREAM__STREAM_PREFIX": prefix, **(env or {})}
+        self.env = {
+            "SEGMENTSTORE_TIER1__JETSTREAM__STREAM_PREFIX": prefix,
+            # The nodes' shared secret: only they act as members of this cluster.
+            "SEGMENTSTORE_CLUSTER__SECRET": secrets.token_hex(16),
+            **(env or {}),
+        }
         inherited = {k: v for k, v in parent_env.items() if not k.startswith("SEGMENTSTORE_")}
         self._node_env = {**inherited, **self.env}
         self.containers = containers

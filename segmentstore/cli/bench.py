@@ -60,7 +60,9 @@ def add_command(commands: Any) -> None:
     offset_at.add_argument("--mib", type=int, default=256, help="data written, in MiB")
     offset_at.add_argument("--json", default=None, help="also write the results here")
     offset_at.set_defaults(run=_offset_at)
-    http = benches.add_parser("http", help="the HTTP API vs a bare FastAPI endpoint")
+    http = benches.add_parser(
+        "http", help="the HTTP API vs bare FastAPI and ASGI endpoints on the same server"
+    )
     http.add_argument("--seconds", type=float, default=6.0, help="per case and server")
     http.add_argument(
         "--cases",
@@ -75,6 +77,9 @@ def add_command(commands: Any) -> None:
         help="wrk if installed (apt-get install wrk), else a multi-process asyncio generator",
     )
     http.add_argument("--processes", type=int, default=2, help="for --loadgen python")
+    http.add_argument(
+        "--rounds", type=int, default=3, help="the whole set again, the servers' order rotated"
+    )
     http.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
     http.add_argument("--json", default=None, help="also write the results here")
     http.set_defaults(run=_http)
@@ -203,7 +208,14 @@ def _http(args: argparse.Namespace) -> int:
     from segmentstore.bench import http
 
     http.run(
-        args.seconds, args.cases, args.loadgen, args.processes, args.dir, args.json, os.environ
+        args.seconds,
+        args.cases,
+        args.loadgen,
+        args.processes,
+        args.dir,
+        args.json,
+        os.environ,
+        rounds=args.rounds,
     )
     return 0
 

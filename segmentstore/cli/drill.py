@@ -45,7 +45,7 @@ def add_command(commands: Any) -> None:
         "--faults", default=None,
         help="comma-separated kinds (default: all that apply): kill, container_restart,"
         " tier2_outage, tier2_full, tier1_full, torn_tail; a cluster's: kill, node_pause,"
-        " jetstream_kill, container_restart, tier2_outage, and the partitions"
+        " node_leave, jetstream_kill, container_restart, tier2_outage, and the partitions"
         " jetstream_partition, node_partition, jetstream_isolation, one_way, delay",
     )  # fmt: skip
     drill.add_argument("--segments", type=int, default=16)
@@ -55,6 +55,16 @@ def add_command(commands: Any) -> None:
     drill.add_argument(
         "--hold-s", type=float, nargs=2, default=(2.0, 4.0), metavar=("MIN", "MAX"),
         help="how long an outage or a full disk is held (drawn between MIN and MAX)",
+    )  # fmt: skip
+    drill.add_argument(
+        "--pause-s", type=float, nargs=2, default=(1.0, 4.0), metavar=("MIN", "MAX"),
+        help="the quiet time between one fault's healing and the next (drawn between MIN and"
+        " MAX); a soak of an hour spreads its faults out with e.g. --pause-s 20 40",
+    )  # fmt: skip
+    drill.add_argument(
+        "--sample-s", type=float, default=10.0,
+        help="how often the nodes' descriptors, threads, memory, sockets and the"
+        " deployment's JetStream consumers are sampled",
     )  # fmt: skip
     drill.add_argument("--json", type=Path, default=None, help="also write the report here")
     drill.set_defaults(run=run)
@@ -102,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         readers=args.readers,
         max_recovery_s=args.max_recovery_s,
         hold_s=tuple(args.hold_s),
+        pause_s=tuple(args.pause_s),
+        sample_s=args.sample_s,
     )
     try:
         with DrillProgress(args.duration) as progress:

@@ -33,6 +33,7 @@ _FLAG_KEYS = {
     "cluster": ("cluster", "enabled"),
     "node_id": ("cluster", "node_id"),
     "advertise": ("cluster", "advertise_url"),
+    "cluster_secret_file": ("cluster", "secret_file"),
     "rebuild_from_tier2": ("store", "rebuild_from_tier2"),
 }
 
@@ -65,6 +66,12 @@ def add_command(commands: Any) -> None:
     serve.add_argument("--node-id", default=None, help="this node's id (default: host name)")
     serve.add_argument(
         "--advertise", default=None, help="the URL others reach this node at (cluster mode)"
+    )
+    serve.add_argument(
+        "--cluster-secret-file",
+        type=Path,
+        default=None,
+        help="the secret every node of the cluster shares (cluster mode; at least 16 bytes)",
     )
     serve.add_argument("--tls-cert-file", type=Path, default=None, help="serve HTTPS: PEM cert")
     serve.add_argument("--tls-key-file", type=Path, default=None, help="... and its PEM key")
@@ -174,6 +181,8 @@ def _serve(settings: Settings) -> None:
         uvicorn_logging=False,  # its records take the process's one format
         cluster=cluster,
         sockets=sockets,
+        max_header_bytes=api.max_header_bytes,
+        body_timeout_s=api.body_timeout_ms / 1000,
     )
     try:
         import uvloop  # uvicorn[standard] brings it: a faster event loop

@@ -199,8 +199,11 @@ class AsyncSegmentStoreClient:
         *,
         writer_id: str | None = None,
         writer_seq: int | None = None,
+        writer_prev_seq: int | None = None,
     ) -> AppendResult:
-        return await self._run(calls.append(name, data, expected_offset, writer_id, writer_seq))
+        return await self._run(
+            calls.append(name, data, expected_offset, writer_id, writer_seq, writer_prev_seq)
+        )
 
     async def append_events(
         self,
@@ -210,9 +213,12 @@ class AsyncSegmentStoreClient:
         *,
         writer_id: str | None = None,
         writer_seq: int | None = None,
+        writer_prev_seq: int | None = None,
     ) -> AppendResult:
         return await self._run(
-            calls.append_events(name, events, expected_offset, writer_id, writer_seq)
+            calls.append_events(
+                name, events, expected_offset, writer_id, writer_seq, writer_prev_seq
+            )
         )
 
     async def read(

@@ -47,6 +47,7 @@ class BlockingEventWriter:
         writer_id: str | None = None,
         batch_bytes: int = 1 << 20,
         linger_ms: float = 2.0,
+        max_in_flight: int = 4,
         max_buffered_bytes: int = 64 << 20,
         delivery_timeout_s: float = 120.0,
     ) -> None:
@@ -62,6 +63,7 @@ class BlockingEventWriter:
             self._client,
             writer_id=writer_id,
             batch_bytes=batch_bytes,
+            max_in_flight=max_in_flight,
             linger_ms=linger_ms,
             max_buffered_bytes=max_buffered_bytes,
             delivery_timeout_s=delivery_timeout_s,

@@ -321,12 +321,15 @@ def _append_call(
     expected_offset: int | None,
     writer_id: str | None,
     writer_seq: int | None,
+    writer_prev_seq: int | None = None,
 ) -> Call[AppendResult]:
     headers = dict(OCTET_STREAM)
     if writer_id is not None:
         headers["Writer-Id"] = writer_id
     if writer_seq is not None:
         headers["Writer-Seq"] = str(writer_seq)
+    if writer_prev_seq is not None:
+        headers["Writer-Prev-Seq"] = str(writer_prev_seq)
     params: dict[str, str | int] = {}
     if expected_offset is not None:
         params["expected_offset"] = expected_offset
@@ -349,8 +352,11 @@ def append(
     expected_offset: int | None = None,
     writer_id: str | None = None,
     writer_seq: int | None = None,
+    writer_prev_seq: int | None = None,
 ) -> Call[AppendResult]:
-    return _append_call(name, "append", data, expected_offset, writer_id, writer_seq)
+    return _append_call(
+        name, "append", data, expected_offset, writer_id, writer_seq, writer_prev_seq
+    )
 
 
 def append_events(
@@ -359,9 +365,12 @@ def append_events(
     expected_offset: int | None = None,
     writer_id: str | None = None,
     writer_seq: int | None = None,
+    writer_prev_seq: int | None = None,
 ) -> Call[AppendResult]:
     body = events if isinstance(events, bytes | bytearray | memoryview) else encode_events(events)
-    return _append_call(name, "appendEvents", body, expected_offset, writer_id, writer_seq)
+    return _append_call(
+        name, "appendEvents", body, expected_offset, writer_id, writer_seq, writer_prev_seq
+    )
 
 
 def read(

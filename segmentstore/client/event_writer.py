@@ -2,36 +2,40 @@
 ``EventStreamWriter`` and Kafka's producer.
 
 ``await writer.write(segment, payload)`` returns the offset of the event's header in the
-segment once the store has it durably. Underneath, each segment has a *lane*:
+segment once the store has it durably. Underneath, each segment has a *lane*
+(:mod:`segmentstore.client.batch_lane`):
 
 - Records join the lane's open batch (framed as the store's events: an 8-byte header, then the
-  payload). A batch is sent when it reaches ``batch_bytes``, or ``linger_ms`` after its first
-  record, or at once when the previous request of the lane is answered and records wait.
-- One request per lane is on the wire at a time, and the next batch fills while it is. The
-  order of a segment's records is the order of ``write`` calls, and it is what keeps
-  exactly-once exact: the store drops a batch whose ``Writer-Seq`` is not above the highest it
-  applied for this writer, so two batches of one lane racing on two connections could make
-  the later one drop the earlier. Segments are written in parallel, one request each.
-- Every batch carries ``Writer-Id`` and a ``Writer-Seq`` that only grows (it starts from the
-  clock in microseconds, so a writer restarted with the same id still goes above what its
-  previous life sent). A batch whose answer was lost (a dropped connection, a server killed
-  and restarted, ``503`` while a container recovers) is sent again with the same sequence
-  number until ``delivery_timeout_s``: if the first one was applied the store answers
-  ``duplicate`` and appends nothing, and the writer finds where it went (below).
+  payload). A batch is sent when it reaches ``batch_bytes``; at the end of the loop iteration
+  in which it got its first records, if nothing of its lane is on the wire; else once it has
+  waited ``linger_ms`` and the lane has room, or as soon as the lane's requests are all
+  answered. So an idle segment sends at once, and a busy one sends fuller batches.
+- Up to ``max_in_flight`` batches per segment are on the wire at once, and segments are
+  written in parallel. Every batch carries ``Writer-Id`` and a ``Writer-Seq`` that only grows
+  (it starts from the clock in microseconds, so a writer restarted with the same id still goes
+  above what its previous life sent); every batch of a lane after the first also carries
+  ``Writer-Prev-Seq``, the number of the batch before it. The store applies a batch only right
+  after that one and refuses it otherwise (``writer_seq_mismatch``): batches cannot land out
+  of order, whatever connection each takes. The order of a segment's records is the order of
+  ``write`` calls.
+- After any failure (a dropped connection, a server killed and restarted, ``503`` while a
+  container recovers, a batch that overtook its predecessor) the lane waits for the batches
+  behind the failed one and sends again from the first one not acknowledged, with the same
+  sequence numbers, until ``delivery_timeout_s``: one applied before answers ``duplicate``
+  and appends nothing, and the writer finds where it went (see ``batch_lane``). So
+  exactly-once and order hold through lost answers, restarts and failovers.
 - A batch the store refuses (the segment is sealed or missing, an event too large) or one that
   runs out of ``delivery_timeout_s`` fails exactly its own records: their ``write`` calls
-  raise the error; the lane goes on with the next batch.
+  raise the error; the lane goes on with the next batch, chained on the last one applied.
 - Memory is bounded: once ``max_buffered_bytes`` of records are unacknowledged, ``write``
   waits until answers free room (back-pressure, not growth). A single record larger than the
   bound is still taken when nothing else is buffered.
 - :meth:`flush` waits until every record written before it is answered; :meth:`close` flushes
   and refuses further writes.
 
-Where a duplicate's batch went: the store answers a duplicate with the segment's current length
-but no offset. If the lane's batch is the last thing in the segment (one writer per segment,
-the usual case) its bytes end there; the writer reads them back to check, and gives the records
-their offsets. If someone else appended after it, the records fail with
-:class:`UnknownOffsetError`: their data is in the segment exactly once, but where is unknown.
+If someone else appends to a segment between a batch and its lost answer, the records of that
+batch fail with :class:`UnknownOffsetError`: their data is in the segment exactly once, but
+where is unknown.
 
 Cancelling a ``write`` that is waiting for its answer does not take the record back: it was
 already in a batch, and the batch is shared with other writers' records.
@@ -42,45 +46,20 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Generator
 from struct import Struct
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from segmentstore.errors import SegmentStoreError
+from .batch_lane import Batch, BatchFuture, Lane, UnknownOffsetError, WriterClosedError
 
 if TYPE_CHECKING:
     from .async_client import AsyncSegmentStoreClient
 
+__all__ = ["EventAck", "EventWriter", "UnknownOffsetError", "WriterClosedError"]
+
 _HEADER = Struct(">ii")
 _HEADER_BYTES = _HEADER.size
-# Errors after which the same batch, sent again with its sequence number, may succeed.
-_RETRYABLE_CODES = frozenset({"container_unavailable", "throttled"})
-
-
-# Neither is a SegmentStoreError: those are the store's answers, each mapped to HTTP; these
-# two are the writer's own outcomes and never cross the wire.
-class UnknownOffsetError(Exception):
-    """A batch was applied exactly once, but its offset could not be learnt (another writer
-    appended to the segment behind it before its lost answer was replaced)."""
-
-
-class WriterClosedError(RuntimeError):
-    """``write`` after :meth:`EventWriter.close`, or its sender was cancelled."""
-
-
-class _BatchFuture(asyncio.Future[int]):
-    """The shared answer of one batch: the offset where it starts.
-
-    Every ``write`` of the batch awaits it; a cancelled waiter must not cancel it for the
-    others (asyncio's Task cancels the future it waits on), so it refuses cancellation.
-    """
-
-    def cancel(self, msg: object = None) -> bool:
-        return False
 
 
 class EventAck:
@@ -109,30 +88,6 @@ class EventAck:
         self._future.add_done_callback(lambda _: callback(self))
 
 
-class _Batch:
-    __slots__ = ("count", "future", "parts", "seq", "size")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.parts: list[bytes] = []
-        self.size = 0
-        self.count = 0
-        self.seq = -1
-        self.future: _BatchFuture = _BatchFuture(loop=loop)
-
-
-class _Lane:
-    """One segment's batches: the open one, the sealed ones waiting, and its sender task."""
-
-    __slots__ = ("open", "segment", "sender", "timer", "waiting")
-
-    def __init__(self, segment: str) -> None:
-        self.segment = segment
-        self.open: _Batch | None = None
-        self.waiting: deque[_Batch] = deque()
-        self.sender: asyncio.Task[None] | None = None
-        self.timer: asyncio.TimerHandle | None = None
-
-
 class EventWriter:
     """Writes events to any number of segments through one
     :class:`~segmentstore.client.AsyncSegmentStoreClient`; see the module docstring.
@@ -140,9 +95,11 @@ class EventWriter:
     ``writer_id`` names this writer for exactly-once (a fresh one per writer by default; reuse
     one only for the same logical producer). ``batch_bytes`` caps a request's body (events
     and their headers; below the store's ``max_append_bytes``), ``linger_ms`` is how long a
-    batch waits for more records, ``max_buffered_bytes`` bounds what is held unacknowledged,
-    ``delivery_timeout_s`` how long a batch is retried through lost answers and recovering
-    containers before its records fail.
+    batch waits for more records while its segment has requests on the wire,
+    ``max_in_flight`` how many batches of one segment may be on the wire at once (1 sends
+    each batch only after the previous one is answered), ``max_buffered_bytes`` bounds what
+    is held unacknowledged, ``delivery_timeout_s`` how long a batch is retried through lost
+    answers and recovering containers before its records fail.
     """
 
     def __init__(
@@ -152,9 +109,12 @@ class EventWriter:
         writer_id: str | None = None,
         batch_bytes: int = 1 << 20,
         linger_ms: float = 2.0,
+        max_in_flight: int = 4,
         max_buffered_bytes: int = 64 << 20,
         delivery_timeout_s: float = 120.0,
     ) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         if batch_bytes <= _HEADER_BYTES:
             raise ValueError(f"batch_bytes must exceed {_HEADER_BYTES}, got {batch_bytes}")
         if max_buffered_bytes < batch_bytes:
@@ -165,7 +125,8 @@ class EventWriter:
         self._linger_s = max(0.0, linger_ms) / 1000
         self._max_buffered = max_buffered_bytes
         self._delivery_timeout_s = delivery_timeout_s
-        self._lanes: dict[str, _Lane] = {}
+        self._max_in_flight = max_in_flight
+        self._lanes: dict[str, Lane] = {}
         self._buffered = 0
         self._room = asyncio.Event()
         self._closed = False
@@ -219,18 +180,24 @@ class EventWriter:
             self._room.clear()
             await self._room.wait()
 
-    def _enqueue(self, segment: str, payload: bytes) -> tuple[_BatchFuture, int]:
+    def _enqueue(self, segment: str, payload: bytes) -> tuple[BatchFuture, int]:
         """Adds the record to its lane's open batch: the batch's answer and where in the batch
         the record starts."""
         size = _HEADER_BYTES + len(payload)
         lane = self._lanes.get(segment)
         if lane is None:
-            lane = self._lanes[segment] = _Lane(segment)
+            lane = self._lanes[segment] = self._lane(segment)
         batch = lane.open
         if batch is None or (batch.size + size > self._batch_bytes and batch.count):
             if batch is not None:
                 self._seal(lane)
-            batch = lane.open = _Batch(self._loop())
+            batch = lane.open = Batch(self._loop())
+            if not lane.busy:
+                # Nothing of this segment on the wire: it goes once this loop iteration's
+                # records have joined it.
+                self._loop().call_soon(self._consider, lane)
+            elif lane.timer is None:
+                lane.timer = self._loop().call_later(self._linger_s, self._lingered, lane)
         position = batch.size
         batch.parts += (_HEADER.pack(0, len(payload)), payload)
         batch.size += size
@@ -238,9 +205,26 @@ class EventWriter:
         self._buffered += size
         if batch.size >= self._batch_bytes:
             self._seal(lane)
-        elif lane.sender is None and lane.timer is None:
-            lane.timer = self._loop().call_later(self._linger_s, self._lingered, lane)
         return batch.future, position
+
+    def _lane(self, segment: str) -> Lane:
+        def next_seq() -> int:
+            self._next_seq += 1
+            return self._next_seq
+
+        def settle(batch: Batch, outcome: int | BaseException) -> None:
+            self._settle(lane, batch, outcome)
+
+        lane = Lane(
+            segment,
+            self._client,
+            self.writer_id,
+            self._max_in_flight,
+            self._delivery_timeout_s,
+            next_seq,
+            settle,
+        )
+        return lane
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         loop = self._event_loop
@@ -251,12 +235,10 @@ class EventWriter:
     async def flush(self) -> None:
         """Sends every open batch now and waits until every record written so far has its
         answer (an offset or an error: ``flush`` itself does not raise them)."""
-        pending: list[_BatchFuture] = []
+        pending: list[BatchFuture] = []
         for lane in self._lanes.values():
-            if lane.open is not None:
-                self._seal(lane)
-            # The head of ``waiting`` is the batch on the wire; it stays there until answered.
-            pending += (batch.future for batch in lane.waiting)
+            self._seal(lane)
+            pending += lane.pending()
         if pending:
             await asyncio.wait(pending)
 
@@ -270,105 +252,45 @@ class EventWriter:
 
     # -- sending ----------------------------------------------------------------------------
 
-    def _lingered(self, lane: _Lane) -> None:
-        lane.timer = None
-        if lane.open is not None and lane.sender is None:
+    def _consider(self, lane: Lane) -> None:
+        """Sends the lane's open batch if it is time: at once if nothing of the segment is on
+        the wire; once it has waited ``linger_ms`` if the lane has room; else the lane's next
+        answer considers it again."""
+        batch = lane.open
+        if batch is None:
+            return
+        if not lane.busy:
             self._seal(lane)
+            return
+        if not lane.has_room:
+            return
+        wait_s = batch.opened + self._linger_s - self._loop().time()
+        if wait_s <= 0:
+            self._seal(lane)
+        elif lane.timer is None:
+            lane.timer = self._loop().call_later(wait_s, self._lingered, lane)
 
-    def _seal(self, lane: _Lane) -> None:
-        """Queues the lane's open batch for sending and makes sure a sender runs."""
+    def _lingered(self, lane: Lane) -> None:
+        lane.timer = None
+        self._consider(lane)
+
+    def _seal(self, lane: Lane) -> None:
+        """Queues the lane's open batch for sending and sends what the lane has room for."""
         batch = lane.open
         if batch is None:
             return
         lane.open = None
-        lane.waiting.append(batch)
         if lane.timer is not None:
             lane.timer.cancel()
             lane.timer = None
-        if lane.sender is None:
-            lane.sender = self._loop().create_task(
-                self._send_lane(lane), name=f"event-writer:{lane.segment}"
-            )
-            lane.sender.add_done_callback(lambda task: self._sender_done(lane, task))
+        lane.queue.append(batch)
+        lane.start()
 
-    def _sender_done(self, lane: _Lane, task: asyncio.Task[None]) -> None:
-        # A sender settles every batch itself; one that was cancelled (the loop is closing)
-        # or died leaves batches behind, and their records fail rather than wait forever.
-        failure: BaseException | None = None
-        if task.cancelled():
-            failure = WriterClosedError("the event writer's sender was cancelled")
-        elif task.exception() is not None:
-            failure = task.exception()
-        while failure is not None and lane.waiting:
-            self._settle(lane.waiting.popleft(), failure)
-
-    async def _send_lane(self, lane: _Lane) -> None:
-        try:
-            while lane.waiting:
-                batch = lane.waiting[0]
-                try:
-                    offset: int | BaseException = await self._deliver(lane.segment, batch)
-                except Exception as error:  # whatever it is, it is this batch's outcome
-                    offset = error
-                lane.waiting.popleft()
-                self._settle(batch, offset)
-                if not lane.waiting and lane.open is not None:
-                    # What arrived while the request was out has lingered long enough.
-                    batch = lane.open
-                    lane.open = None
-                    lane.waiting.append(batch)
-                    if lane.timer is not None:
-                        lane.timer.cancel()
-                        lane.timer = None
-        finally:
-            # In the same step as the last check of ``waiting``: a write after this point
-            # sees no sender and starts one.
-            lane.sender = None
-
-    def _settle(self, batch: _Batch, outcome: int | BaseException) -> None:
+    def _settle(self, lane: Lane, batch: Batch, outcome: int | BaseException) -> None:
         self._buffered -= batch.size
         self._room.set()
         if isinstance(outcome, BaseException):
             batch.future.set_exception(outcome)
         else:
             batch.future.set_result(outcome)
-
-    async def _deliver(self, segment: str, batch: _Batch) -> int:
-        """Sends ``batch`` until it is applied or refused; the offset where it starts."""
-        if batch.seq < 0:
-            batch.seq = self._next_seq
-            self._next_seq += 1
-        body = b"".join(batch.parts)
-        batch.parts = [body]
-        deadline = time.monotonic() + self._delivery_timeout_s
-        backoff_s = 0.05
-        while True:
-            try:
-                result = await self._client.append_events(
-                    segment, body, writer_id=self.writer_id, writer_seq=batch.seq
-                )
-            except (SegmentStoreError, httpx.TransportError) as error:
-                retryable = isinstance(error, httpx.TransportError) or (
-                    error.code in _RETRYABLE_CODES
-                )
-                if not retryable or time.monotonic() + backoff_s > deadline:
-                    raise
-                await asyncio.sleep(backoff_s)
-                backoff_s = min(1.0, backoff_s * 2)
-                continue
-            if not result.duplicate:
-                assert result.offset is not None
-                return result.offset
-            return await self._locate(segment, body, result.length)
-
-    async def _locate(self, segment: str, body: bytes, length: int) -> int:
-        """Where an applied batch whose answer was lost starts, if it ends the segment."""
-        start = length - len(body)
-        if start >= 0:
-            found = await self._client.read(segment, start, len(body))
-            if found.data == body:
-                return start
-        raise UnknownOffsetError(
-            f"a batch of {len(body)} bytes to {segment!r} was applied once, but other appends"
-            " followed it before its answer could be replaced: its offset is unknown"
-        )
+        self._consider(lane)

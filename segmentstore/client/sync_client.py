@@ -191,11 +191,16 @@ class SegmentStoreClient:
         *,
         writer_id: str | None = None,
         writer_seq: int | None = None,
+        writer_prev_seq: int | None = None,
     ) -> AppendResult:
         """Append ``data`` atomically. With ``writer_id`` and ``writer_seq`` the append is
         exactly-once and retried after transient failures; an answer with ``duplicate``
-        means this sequence number was applied before (by an earlier attempt, perhaps)."""
-        return self._run(calls.append(name, data, expected_offset, writer_id, writer_seq))
+        means this sequence number was applied before (by an earlier attempt, perhaps).
+        ``writer_prev_seq`` chains it on the writer's previous append: applied only right
+        after that one, else ``WriterSeqMismatchError`` with the number the store has."""
+        return self._run(
+            calls.append(name, data, expected_offset, writer_id, writer_seq, writer_prev_seq)
+        )
 
     def append_events(
         self,
@@ -205,9 +210,14 @@ class SegmentStoreClient:
         *,
         writer_id: str | None = None,
         writer_seq: int | None = None,
+        writer_prev_seq: int | None = None,
     ) -> AppendResult:
         """Append a batch of events: framed bytes, or payloads that the client frames."""
-        return self._run(calls.append_events(name, events, expected_offset, writer_id, writer_seq))
+        return self._run(
+            calls.append_events(
+                name, events, expected_offset, writer_id, writer_seq, writer_prev_seq
+            )
+        )
 
     def read(
         self, name: str, offset: int, max_length: int | None = None, wait_ms: int = 0

@@ -11,7 +11,10 @@ lease it holds, reads the whole membership, and moves towards the assignment of
 * a container it holds that another live node should own, it hands over: it drains and stops
   it, then releases the lease;
 * a container whose lease it failed to renew (it expired and somebody took it), or whose
-  Tier 1 or Tier 2 fenced it, it stops at once.
+  Tier 1 or Tier 2 fenced it, it stops at once; so it does with every container whose lease
+  it could not renew for :data:`_SELF_FENCE_LEASES` of a lease (JetStream out of reach, or
+  this node cut off from it), before another node can take it: a node that lost its lease
+  serves nothing of that container, not even reads from its cache.
 
 Ownership by lease is how the nodes share the work; it is not what keeps data safe. A paused
 node may believe it holds a lease it lost; its next Tier 1 append and Tier 2 manifest write
@@ -28,6 +31,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from segmentstore.cluster.assignment import assign
+from segmentstore.cluster.secret import ClusterSecret
 from segmentstore.containers.failures import is_fenced
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.settings import Settings
@@ -41,6 +45,10 @@ log = logging.getLogger(__name__)
 # more than the lease.
 _TICKS_PER_LEASE = 8
 _JOIN_PATIENCE_S = 60.0  # how long a starting node waits for JetStream before it gives up
+# A held lease not renewed for this part of a lease is given up (the container stopped) by
+# its holder: the lease expires at the stream's leader a lease after its last renewal.
+_SELF_FENCE_LEASES = 0.75
+_USAGE_EVERY_TICKS = 16  # how often the deployment's JetStream consumers are counted (metrics)
 
 
 def _recent(since: float, tick_s: float) -> bool:
@@ -49,13 +57,23 @@ def _recent(since: float, tick_s: float) -> bool:
 
 
 class ClusterMembership:
-    def __init__(self, store: SegmentStore, leases: LeaseStore, node_id: str, url: str) -> None:
+    def __init__(
+        self,
+        store: SegmentStore,
+        leases: LeaseStore,
+        node_id: str,
+        url: str,
+        secret: ClusterSecret,
+    ) -> None:
         self.node_id = node_id
         self.url = url
+        self.secret = secret
         self._store = store
         self._leases = leases
         self._count = store.settings.store.containers
         self._held: dict[int, ContainerLease] = {}
+        self._renewed_at: dict[int, float] = {}  # container -> monotonic time of its last renewal
+        self._ticks = 0
         self._free_since: dict[int, float] = {}
         self._busy: dict[int, asyncio.Task[None]] = {}  # container -> take or hand-over
         self._task: asyncio.Task[None] | None = None
@@ -65,6 +83,8 @@ class ClusterMembership:
         self._unreachable_at = -1e9  # when a tick last failed to reach the leases
         self.view = Membership()  # the last read, with this node's own changes since
         self.moves = {"taken": 0, "handed_over": 0, "lost": 0}  # for /metrics
+        # (streams, consumers) of the deployment in JetStream, as last counted, for /metrics
+        self.jetstream_usage: tuple[int, int] | None = None
         self.joined = False
 
     @property
@@ -130,6 +150,7 @@ class ClusterMembership:
                 log.exception("cluster tick failed")
             else:
                 self._unreachable_logged = False
+            self._give_up_unrenewed()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.tick_s)
 
@@ -143,7 +164,9 @@ class ClusterMembership:
         view = await self._leases.read()
         before, self.view = self.view, view
         self.joined = True
-        wanted = assign(self._count, {*view.nodes, self.node_id})
+        held = {c: lease.owner for c, lease in view.leases.items()}
+        held.update((c, self.node_id) for c in self._held)
+        wanted = assign(self._count, {*view.nodes, self.node_id}, held)
         now = time.monotonic()
         for container in range(self._count):
             if container in self._busy or self._leaving:
@@ -154,6 +177,17 @@ class ClusterMembership:
                     self._begin(container, self._hand_over(container))
             elif owner == self.node_id:
                 await self._maybe_take(container, view, before, now)
+        self._ticks += 1
+        if self._ticks % _USAGE_EVERY_TICKS == 1:
+            await self._count_usage()
+
+    async def _count_usage(self) -> None:
+        """Count the deployment's JetStream streams and consumers, for /metrics; a failure
+        (JetStream busy, or a user not allowed to list streams) only leaves the figure old."""
+        try:
+            self.jetstream_usage = await self._leases.usage()
+        except DataLogError as error:
+            log.debug("cannot count the deployment's JetStream consumers: %s", error)
 
     async def _renew_held(self) -> None:
         for container, lease in list(self._held.items()):
@@ -170,6 +204,23 @@ class ClusterMembership:
                 self._begin(container, self._give_up(container, release=False))
             elif container in self._held:
                 self._held[container] = renewed
+                self._renewed_at[container] = time.monotonic()
+
+    def _give_up_unrenewed(self) -> None:
+        """Stop every container whose lease this node could not renew lately: its lease is
+        about to expire, and another node to take it."""
+        limit_s = self._leases.lease_ms / 1000 * _SELF_FENCE_LEASES
+        now = time.monotonic()
+        for container in list(self._held):
+            if container in self._busy:
+                continue
+            if now - self._renewed_at.get(container, now) > limit_s:
+                log.warning(
+                    "could not renew the lease of container %d for %.1f s: stopping it before"
+                    " another node takes it",
+                    container, now - self._renewed_at[container],
+                )  # fmt: skip
+                self._begin(container, self._give_up(container, release=False))
 
     async def _maybe_take(
         self, container: int, view: Membership, before: Membership, now: float
@@ -196,6 +247,7 @@ class ClusterMembership:
 
     def _start_taking(self, container: int, lease: ContainerLease) -> None:
         self._held[container] = lease
+        self._renewed_at[container] = time.monotonic()
         self.moves["taken"] += 1
         log.info("took the lease of container %d: recovering it", container)
         self._begin(container, self._take(container))
@@ -228,6 +280,7 @@ class ClusterMembership:
 
     async def _give_up(self, container: int, *, release: bool) -> None:
         lease = self._held.pop(container, None)
+        self._renewed_at.pop(container, None)
         self.moves["handed_over" if release else "lost"] += 1
         await self._store.release_container(container)
         if release and lease is not None:
@@ -295,5 +348,7 @@ def on_jetstream(store: SegmentStore, settings: Settings) -> ClusterMembership:
     from segmentstore.tier1.jetstream.leases import JetStreamLeases
 
     cluster = settings.cluster
-    leases = JetStreamLeases(jetstream_options(settings.tier1.jetstream), cluster.lease_ms)
-    return ClusterMembership(store, leases, cluster.node_id, cluster.advertise_url)
+    secret = ClusterSecret(cluster.secret_bytes())
+    options = jetstream_options(settings.tier1.jetstream)
+    leases = JetStreamLeases(options, cluster.lease_ms, secret.leases)
+    return ClusterMembership(store, leases, cluster.node_id, cluster.advertise_url, secret)

@@ -326,8 +326,9 @@ class SegmentContainer(ContainerGauges):
         expected_offset: int | None = None,
         writer_id: str | None = None,
         writer_seq: int | None = None,
+        writer_prev_seq: int | None = None,
     ) -> AppendResult:
-        op = AppendOperation(name, data, expected_offset, writer_id, writer_seq)
+        op = AppendOperation(name, data, expected_offset, writer_id, writer_seq, writer_prev_seq)
         size = op.size
         # Room in the cache is taken before the append is admitted: at commit its bytes go
         # into the cache, which must never have to refuse them.

@@ -13,6 +13,8 @@ Its faults are each *broken* and, once the survivors have healed, *mended*:
   stopped until its containers have been taken over (its leases expired). Mended by SIGCONT:
   the node wakes up as a stale owner, must be fenced (nothing it accepts then is acknowledged),
   gives its containers up and rejoins.
+- ``node_leave``: a node is stopped gracefully (SIGTERM): it hands its containers over before
+  it exits. Mended by starting it again: it rejoins and takes its share back.
 - ``jetstream_kill``: a JetStream server is SIGKILLed (the streams it led elect new leaders).
   Mended by starting it again on the same ports and store directory.
 
@@ -90,6 +92,7 @@ class SpawnedCluster:
         self._moto: MotoTier2 | None = None
         self.nodes: StoreNodes | None = None
         self._broken_node: StoreNode | None = None
+        self._down: set[str] = set()  # nodes a fault took down on purpose, until mended
         self._broken_jetstream: JetStreamNode | None = None
         self._fencing_before = 0
         self.network: DrillNetwork | None = None
@@ -123,6 +126,8 @@ class SpawnedCluster:
             await asyncio.to_thread(self.nodes.wait_settled, 180)
         except TimeoutError as error:
             raise RuntimeError(str(error)) from error
+        if dead := self._dead():
+            raise RuntimeError(f"nodes {dead} did not start (see their logs in {self.work_dir})")
         self._partitions = Partitions(self.network, self.nodes, self.lease_ms)
         self.ownership = OwnershipSampler(self.nodes)
         self.ownership.start()
@@ -133,13 +138,29 @@ class SpawnedCluster:
             return []
         return [self.network.client_url(node.node_id) for node in self.nodes.live]
 
+    def node_urls(self) -> dict[str, str]:
+        return {} if self.nodes is None else {node.node_id: node.url for node in self.nodes.live}
+
     def transport(self, limits: httpx.Limits, seed: int) -> httpx.AsyncBaseTransport:
         return SpreadTransport(self.live_urls, seed, limits=limits)
 
     async def settled(self) -> bool:
-        """Every answering node ready, every container held by one of them, shares even."""
+        """Every node up (but one a fault took down), ready, every container held by one of
+        them, shares even."""
         assert self.nodes is not None
+        if self._dead():
+            return False
         return await asyncio.to_thread(self.nodes.settled)
+
+    def _dead(self) -> list[str]:
+        """Nodes that should answer and cannot: a node that died by itself, or that did not
+        come back from a fault."""
+        assert self.nodes is not None
+        return [
+            node_id
+            for node_id, node in self.nodes.nodes.items()
+            if node_id not in self._down and not node.alive
+        ]
 
     async def close(self) -> None:
         if self.ownership is not None:
@@ -166,9 +187,12 @@ class SpawnedCluster:
         victim = rng.choice(self.nodes.live)
         held = await asyncio.to_thread(self._held_by, victim)
         self._broken_node = victim
+        self._down = {victim.node_id}
         self._fencing_before = fencing_lines(victim)
         if kind == "kill":
             await asyncio.to_thread(victim.sigkill)
+        elif kind == "node_leave":
+            await asyncio.to_thread(victim.stop)
         else:
             victim.pause()
         return f"{victim.node_id} (held containers {held})"
@@ -183,7 +207,8 @@ class SpawnedCluster:
             return "restarted"
         victim = self._broken_node
         assert victim is not None
-        if kind == "kill":
+        self._down = set()
+        if kind in ("kill", "node_leave"):
             self.nodes.add(victim.node_id)
             return "restarted"
         victim.resume()

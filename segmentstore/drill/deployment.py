@@ -32,7 +32,7 @@ from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
 # Faults only a spawned cluster has (cluster_deployment).
 CLUSTER_ONLY = {
     kind: "only a spawned cluster (--nodes N) has it"
-    for kind in ("node_pause", "jetstream_kill", *PARTITION_KINDS)
+    for kind in ("node_pause", "node_leave", "jetstream_kill", *PARTITION_KINDS)
 }
 
 
@@ -57,6 +57,10 @@ class Deployment(Protocol):
 
     def rss_bytes(self) -> int | None:
         """The node's resident memory, where the drill can see it."""
+        ...
+
+    def node_urls(self) -> dict[str, str]:
+        """Node name -> URL of every node that should answer now (for resource samples)."""
         ...
 
 
@@ -137,6 +141,9 @@ class SpawnedDeployment:
         found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
         return None if found is None else int(found.group(1)) << 10
 
+    def node_urls(self) -> dict[str, str]:
+        return {"node-1": self.url} if self.node is not None else {}
+
     async def kill(self, rng: random.Random, torn_tail: bool) -> None:
         assert self.node is not None
         await asyncio.to_thread(self.node.sigkill)
@@ -200,6 +207,9 @@ class RunningDeployment:
 
     async def close(self) -> None:
         return None
+
+    def node_urls(self) -> dict[str, str]:
+        return {url: url for url in self._urls}
 
     async def kill(self, rng: random.Random, torn_tail: bool) -> None:
         assert self._kill_cmd is not None

@@ -39,11 +39,17 @@ SINGLE_NODE_KINDS = (
     "torn_tail",
 )
 CLUSTER_KINDS = (
-    "kill", "node_pause", "jetstream_kill", "container_restart", "tier2_outage", *PARTITION_KINDS,
-)  # fmt: skip
-KINDS = (*SINGLE_NODE_KINDS, "node_pause", "jetstream_kill", *PARTITION_KINDS)
+    "kill",
+    "node_pause",
+    "node_leave",
+    "jetstream_kill",
+    "container_restart",
+    "tier2_outage",
+    *PARTITION_KINDS,
+)
+KINDS = (*SINGLE_NODE_KINDS, "node_pause", "node_leave", "jetstream_kill", *PARTITION_KINDS)
 # Injected in a cluster by breaking a process, healing without it, and mending it.
-NODE_FAULTS = frozenset({"kill", "node_pause", "jetstream_kill"})
+NODE_FAULTS = frozenset({"kill", "node_pause", "node_leave", "jetstream_kill"})
 PROBE_PREFIX = "drill-probe/"
 _STEADY_LAG_BYTES = 1 << 20
 

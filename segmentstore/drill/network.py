@@ -75,7 +75,8 @@ class DrillNetwork:
                 for peer in cluster.nodes
                 if peer is not server
             ]
-            server.write_config(ports, f"no_advertise: true\n    advertise: 127.0.0.1:{gossip}")
+            extra = f"no_advertise: true\n    advertise: 127.0.0.1:{gossip}"
+            server.write_config(ports, cluster_extra=extra)
 
     def prepare_node(self, nodes: StoreNodes, node_id: str | None = None) -> StoreNode:
         """A node (new, or one that was here before, not started) whose links all pass here."""

@@ -43,6 +43,10 @@ class DrillReport:
     read_bytes: int = 0
     problems: list[str] = field(default_factory=list)
     max_recovery_s: float = 0.0
+    # the nodes' resources through the run (segmentstore.drill.resources), and the series
+    # among them that kept growing
+    resources: dict[str, Any] = field(default_factory=dict)
+    growing: list[str] = field(default_factory=list)
 
     def recovery(self) -> dict[str, float | None]:
         times = sorted(f.recovery_s for f in self.faults if f.recovery_s is not None)
@@ -65,11 +69,29 @@ class DrillReport:
             and self.stale_acknowledged == 0
             and not self.too_slow
             and not self.problems
+            and not self.growing
         )
+
+    def recovery_by_kind(self) -> dict[str, dict[str, Any]]:
+        """Per fault kind: how many, recovery p50 and p99, and the first and the last one
+        (``[at_s, recovery_s]``), to compare the end of a long run with its start."""
+        kinds: dict[str, dict[str, Any]] = {}
+        for kind in sorted({f.kind for f in self.faults}):
+            faults = [f for f in self.faults if f.kind == kind]
+            times = sorted(f.recovery_s for f in faults if f.recovery_s is not None)
+            kinds[kind] = {
+                "count": len(faults),
+                "p50": _percentile(times, 0.50),
+                "p99": _percentile(times, 0.99),
+                "first": [faults[0].at_s, faults[0].recovery_s],
+                "last": [faults[-1].at_s, faults[-1].recovery_s],
+            }
+        return kinds
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["recovery_s"] = self.recovery()
+        doc["recovery_by_kind"] = self.recovery_by_kind()
         doc["passed"] = self.passed
         return doc
 
@@ -84,6 +106,20 @@ class DrillReport:
             took = "did not recover" if fault.recovery_s is None else f"{fault.recovery_s:.2f}"
             faults.add_row(str(i), fault.kind, f"{fault.at_s:.1f}", took, fault.note)
         console.print(faults)
+        by_kind = Table(title="Recovery by kind")
+        for column in ("kind", "count", "p50 (s)", "p99 (s)", "first: at / took (s)", "last"):
+            by_kind.add_column(column)
+        for kind, row in self.recovery_by_kind().items():
+            by_kind.add_row(
+                kind,
+                str(row["count"]),
+                _seconds(row["p50"]),
+                _seconds(row["p99"]),
+                f"{row['first'][0]:.0f} / {_seconds(row['first'][1])}",
+                f"{row['last'][0]:.0f} / {_seconds(row['last'][1])}",
+            )
+        console.print(by_kind)
+        self._print_resources(console)
         summary = Table(title="Drill", show_header=False)
         recovery = self.recovery()
         for label, value in (
@@ -108,7 +144,35 @@ class DrillReport:
             summary.add_row(f"not injected: {kind}", why)
         for problem in self.problems[:20]:
             summary.add_row("problem", problem)
+        for series in self.growing:
+            summary.add_row("keeps growing", series)
         console.print(summary)
+
+    def _print_resources(self, console: Console) -> None:
+        """The first and last sample of every figure the run watched (a node restarted by a
+        fault shows the series of its last process)."""
+        samples = self.resources.get("samples") or []
+        if not samples:
+            return
+        table = Table(title=f"Resources ({len(samples)} samples)")
+        for column in ("series", "first", "last", "samples", "keeps growing"):
+            table.add_column(column)
+        latest: dict[str, dict[str, Any]] = {}
+        for trend in self.resources.get("trends", []):
+            owner = trend["series"].split(" (")[0].rsplit(" ", 1)[0]
+            figure = trend["series"].rsplit(" ", 1)[1]
+            latest[f"{owner} {figure}"] = trend  # later processes come later
+        for name, trend in sorted(latest.items()):
+            scale = (1 << 20) if name.endswith("rss_bytes") else 1
+            unit = " MiB" if scale > 1 else ""
+            table.add_row(
+                name.replace("rss_bytes", "rss"),
+                f"{trend['first'] / scale:.0f}{unit}",
+                f"{trend['last'] / scale:.0f}{unit}",
+                str(trend["samples"]),
+                "YES" if trend["growing"] else "no",
+            )
+        console.print(table)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float | None:

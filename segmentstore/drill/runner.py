@@ -2,9 +2,13 @@
 each fault and at the end, and the report.
 
 Every fault kind this deployment allows is injected at least once (in an order the seed
-shuffles), after a random pause of one to four seconds each; once each has had its turn, kinds
-are drawn at random until ``duration_s`` is over. After each fault, once the store has healed,
-every segment is read back whole and checked against what the writers were told.
+shuffles), after a random pause (``pause_s``, one to four seconds by default) each; once each
+has had its turn, kinds are drawn at random until ``duration_s`` is over. A long drill (a soak,
+:data:`SOAK_S` or more) gives every kind a turn again in its last :data:`FINAL_ROUND_S`, so
+that recoveries at the end can be compared with those at the start. After each fault, once
+the store has healed, every segment is read back whole and checked against what the writers
+were told. Meanwhile the nodes' resources are sampled (:mod:`segmentstore.drill.resources`);
+one that keeps growing fails the drill.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from segmentstore.drill.faults import KINDS, Cluster, FaultInjector, find_probes
 from segmentstore.drill.ledger import Verdict
 from segmentstore.drill.load import Load, answered
 from segmentstore.drill.report import DrillReport, FaultRecord
+from segmentstore.drill.resources import ResourceSampler
 from segmentstore.drill.verify import VerifyError, exactly_once_failures, verify_all
 
 
@@ -35,7 +40,13 @@ class DrillOptions:
     readers: int = 2
     payload_bytes: tuple[int, int] = (64, 4096)
     hold_s: tuple[float, float] = (2.0, 4.0)
+    pause_s: tuple[float, float] = (1.0, 4.0)  # between one fault's healing and the next
     max_recovery_s: float = 60.0
+    sample_s: float = 10.0  # between two samples of the nodes' resources
+
+
+SOAK_S = 1200.0
+FINAL_ROUND_S = 300.0
 
 
 Progress = Callable[[str, DrillReport, float], None]  # (event, report so far, elapsed s)
@@ -88,13 +99,22 @@ async def _drill(
     injector = FaultInjector(
         deployment, client, probes, rng, options.hold_s, options.max_recovery_s
     )
+    sampler = ResourceSampler(deployment.node_urls, options.sample_s)
     started = time.monotonic()
     load.start()
+    sampler.start()
     first_round = kinds[:]
     rng.shuffle(first_round)
+    final_round_at = options.duration_s - FINAL_ROUND_S if options.duration_s >= SOAK_S else None
     try:
         while kinds and (first_round or time.monotonic() - started < options.duration_s):
-            await _pause(rng.uniform(1.0, 4.0), started, options.duration_s, report, progress, load)
+            pause = rng.uniform(*options.pause_s)
+            await _pause(pause, started, options.duration_s, report, progress, load)
+            elapsed = time.monotonic() - started
+            if final_round_at is not None and elapsed >= final_round_at:
+                final_round_at = None  # every kind once more, at the end of the soak
+                first_round = kinds[:]
+                rng.shuffle(first_round)
             if not first_round and time.monotonic() - started >= options.duration_s:
                 break
             kind = first_round.pop() if first_round else rng.choice(kinds)
@@ -118,7 +138,10 @@ async def _drill(
             await _pause(remaining, started, options.duration_s, report, progress, load)
     finally:
         await load.stop()
+        await sampler.stop()
     report.duration_s = time.monotonic() - started
+    report.resources = sampler.to_json()
+    report.growing = [trend.series for trend in sampler.trends() if trend.growing]
     await _wait_ready(client, options.max_recovery_s)
     final = await _verify(load, client, options.max_recovery_s)
     report.verified = final.checked

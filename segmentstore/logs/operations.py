@@ -25,6 +25,7 @@ from segmentstore.errors import (
     SegmentNotFoundError,
     SegmentSealedError,
     SegmentStoreError,
+    WriterSeqMismatchError,
 )
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.segment_info import AppendResult
@@ -158,6 +159,7 @@ class AppendOperation(Operation):
         "segment_id",
         "size",
         "writer_id",
+        "writer_prev_seq",
         "writer_seq",
     )
     kind = Kind.APPEND
@@ -169,6 +171,7 @@ class AppendOperation(Operation):
         expected_offset: int | None = None,
         writer_id: str | None = None,
         writer_seq: int | None = None,
+        writer_prev_seq: int | None = None,
     ) -> None:
         # Operation.__init__'s fields set here directly: this runs once per append.
         self.sequence = 0
@@ -181,6 +184,9 @@ class AppendOperation(Operation):
         self.expected_offset = expected_offset
         self.writer_id = writer_id
         self.writer_seq = writer_seq
+        # Checked when the append is admitted, never on replay: what it guards (the order of
+        # a writer's batches) is already in the log by then. Not serialised for that reason.
+        self.writer_prev_seq = writer_prev_seq
         self.segment_id = 0
         self.offset = -1
         self.length_after = 0
@@ -193,11 +199,17 @@ class AppendOperation(Operation):
         writer_id = self.writer_id
         if writer_id is not None:
             assert self.writer_seq is not None
-            if self.writer_seq <= segment.writers.get(writer_id, -1):
+            last = segment.writers.get(writer_id)
+            if last is not None and self.writer_seq <= last:
                 # Already applied: answer as a duplicate, write nothing.
                 self.duplicate = True
                 self.length_after = segment.length
                 return False
+            prev = self.writer_prev_seq
+            if prev is not None and prev != last:
+                # Its predecessor is not (yet) the writer's last batch here: applying it now
+                # would put it out of order, or after a gap.
+                raise WriterSeqMismatchError(self.name, prev, last)
         if segment.sealed:
             raise SegmentSealedError(self.name)
         if self.expected_offset is not None and self.expected_offset != segment.length:

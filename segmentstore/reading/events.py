@@ -1,7 +1,8 @@
 """The event framing of docs/api.md: each event is ``type i32be (0) | length i32be | payload``.
 
 Validation walks the headers with ``struct.unpack_from`` only (no per-byte Python work), which
-checks a 100-byte-event batch at millions of events per second.
+checks a 100-byte-event batch at millions of events per second; a batch whose events all have
+the same size (a producer's usual batch) is checked without a Python loop at all.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ def count(body: bytes | bytearray | memoryview, max_payload: int) -> int:
     size = len(body)
     if size == 0:
         raise InvalidEventsError("an event batch needs at least one event")
+    if type(body) is bytes and size >= _UNIFORM_MIN_BYTES:
+        uniform = _uniform_count(body, max_payload)
+        if uniform:
+            return uniform
     position = events = 0
     unpack = HEADER.unpack_from
     # The loop only hops from header to header; anything odd is explained by _explain.
@@ -44,6 +49,28 @@ def count(body: bytes | bytearray | memoryview, max_payload: int) -> int:
         pass  # a header cut short by the end of the body
     if position != size:
         _explain(body, max_payload)
+    return events
+
+
+# Below this, walking the headers costs less than the slicing of _uniform_count.
+_UNIFORM_MIN_BYTES = 4096
+
+
+def _uniform_count(body: bytes, max_payload: int) -> int:
+    """The number of events if every event of ``body`` has the first one's header (type 0,
+    the same length), else 0. Each of the 8 header bytes is checked for every event at once,
+    as one strided slice (C speed): a 1,000-event batch costs a few microseconds, not the
+    few hundred of a walk."""
+    kind, length = HEADER.unpack_from(body, 0)
+    if kind or not 0 <= length <= max_payload:
+        return 0
+    stride: int = HEADER.size + length
+    events, rest = divmod(len(body), stride)
+    if rest:
+        return 0
+    for k in range(HEADER.size):
+        if body[k::stride].count(body[k]) != events:
+            return 0
     return events
 
 

@@ -62,6 +62,41 @@ def test_exactly_once_appends(http: httpx.Client, segment: str) -> None:
     assert _read(http, segment, 0).content == b"onetwox"
 
 
+def test_chained_appends(http: httpx.Client, segment: str) -> None:
+    def send(data: bytes, seq: int, prev: int | None = None) -> httpx.Response:
+        headers = {"Writer-Id": "w1", "Writer-Seq": str(seq)}
+        if prev is not None:
+            headers["Writer-Prev-Seq"] = str(prev)
+        return _append(http, segment, data, headers=headers)
+
+    refused = send(b"x", 2, 1)  # this writer has applied nothing yet
+    assert refused.status_code == 412
+    assert refused.json()["error"] == {
+        "code": "writer_seq_mismatch",
+        "message": refused.json()["error"]["message"],
+        "writer_prev_seq": 1,
+        "last_writer_seq": None,
+    }
+    assert send(b"one", 1).json() == {"offset": 0, "length": 3}
+    gap = send(b"three", 3, 2)
+    assert gap.status_code == 412 and gap.json()["error"]["last_writer_seq"] == 1
+    assert send(b"two", 2, 1).json() == {"offset": 3, "length": 6}
+    assert send(b"two", 2, 1).json() == {"offset": None, "length": 6, "duplicate": True}
+    assert send(b"three", 3, 2).json() == {"offset": 6, "length": 11}
+    events = http.post(
+        f"/v1/segments/{segment}:appendEvents",
+        content=b"\0\0\0\0\0\0\0\1!",
+        headers={"Writer-Id": "w1", "Writer-Seq": "5", "Writer-Prev-Seq": "4"},
+    )
+    assert events.status_code == 412 and events.json()["error"]["last_writer_seq"] == 3
+    bad = send(b"y", 9, 9)
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_argument"
+    text = _append(http, segment, b"y", headers={"Writer-Id": "w", "Writer-Seq": "9",
+                                                 "Writer-Prev-Seq": "x"})  # fmt: skip
+    assert text.status_code == 400 and "Writer-Prev-Seq" in text.json()["error"]["message"]
+    assert _read(http, segment, 0).content == b"onetwothree"
+
+
 def test_read_headers(http: httpx.Client, segment: str) -> None:
     _append(http, segment, b"0123456789")
     r = _read(http, segment, 3, max_length=4)

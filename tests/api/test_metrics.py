@@ -132,6 +132,19 @@ def test_appends_and_store_figures(http: httpx.Client, segment: str) -> None:
             assert (f"segmentstore_container_{name}", frozenset({("container", str(c))})) in values
     for name in ("used_bytes", "max_bytes", "evictions_total"):
         assert (f"segmentstore_cache_{name}", frozenset()) in values
+    assert values[("segmentstore_node_ready", frozenset())] == 1
+    # The test server keeps Tier 1 and Tier 2 on the local disk.
+    for tier in ("tier1", "tier2"):
+        labels = frozenset({("tier", tier)})
+        size = values[("segmentstore_filesystem_size_bytes", labels)]
+        assert 0 < values[("segmentstore_filesystem_avail_bytes", labels)] <= size
+        assert values[("segmentstore_filesystem_read_only", labels)] == 0
+    for c in range(4):  # each container's recovery series exists from the start
+        key = (
+            "segmentstore_container_recovery_duration_seconds_count",
+            frozenset({("container", str(c))}),
+        )
+        assert key in values
     assert types["segmentstore_append_bytes"] == "counter"
     assert any(s.name == "process_cpu_seconds_total" for s in after)
     assert any(s.name == "segmentstore_build_info" and s.labels["version"] for s in after)

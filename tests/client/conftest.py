@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 from readiness import wait_ready
+from starlette.types import ASGIApp
 
 from segmentstore import SegmentStore
 from segmentstore.api.server import server_config, serving_app
@@ -43,12 +44,20 @@ class LiveServer:
         assert not self.thread.is_alive(), "the server did not stop"
 
 
-def start_server(data_dir: Path, tokens: Mapping[str, str] | None = None) -> LiveServer:
+def start_server(
+    data_dir: Path,
+    tokens: Mapping[str, str] | None = None,
+    wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+) -> LiveServer:
+    """``wrap``, if given, puts a layer of a test's own around the served app."""
     store = SegmentStore.open(data_dir, containers=4, cache={"max_bytes": 64 << 20})
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    config = server_config(serving_app(store, tokens), log_level="warning", graceful_timeout_s=2)
+    app: ASGIApp = serving_app(store, tokens)
+    if wrap is not None:
+        app = wrap(app)
+    config = server_config(app, log_level="warning", graceful_timeout_s=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [listener]}, name="uvicorn", daemon=True

@@ -42,19 +42,24 @@ def test_client_bench_reports_ratios_to_the_baseline(tmp_path: Path) -> None:
         "client append 1 KiB x64",
         "bare aiohttp append 1 KiB x64",
         "client on httpx append 1 KiB x64",
-        "EventWriter 1024 B x256",
-        "EventWriter 100 B x256",
+        "EventWriter send() 1024 B x256",
+        "EventWriter send() 1024 B x256, max_in_flight=1",
+        "EventWriter send() 100 B x256",
+        "EventWriter write() 1024 B x256",
+        "EventWriter write() 1024 B x256, max_in_flight=1",
     ):
         assert rows[case]["per_s"] > 0
         assert rows[case]["vs_baseline"] == pytest.approx(rows[case]["per_s"] / baseline["per_s"])
-    for case in ("EventWriter 1024 B x256", "EventWriter 100 B x256"):
+    for case in ("EventWriter send() 1024 B x256", "EventWriter send() 100 B x256"):
         assert rows[case]["client_cpu_us_per_record"] > 0
         assert rows[case]["enqueue_us_per_record"] > 0
+    assert rows["EventWriter write() 1024 B x256"]["client_cpu_us_per_record"] > 0
     # Each target is judged from this run's own figures (a half-second run need not meet it).
     for case, (key, least) in {
         "client append 1 KiB x64": ("vs_baseline", 0.8),
-        "EventWriter 1024 B x256": ("per_s", 150_000),
-        "EventWriter 100 B x256": ("per_s", 200_000),
+        "EventWriter send() 1024 B x256": ("per_s", 150_000),
+        "EventWriter send() 100 B x256": ("per_s", 200_000),
+        "EventWriter write() 1024 B x256": ("per_s", 150_000),
     }.items():
         assert rows[case]["met"] == (rows[case][key] >= least)
         assert rows[case]["target"] == f"{key} >= {least:,g}"

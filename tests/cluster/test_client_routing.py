@@ -4,6 +4,7 @@ learn of a move from the answers."""
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import httpx
@@ -100,7 +101,11 @@ def test_each_node_reports_its_cluster_figures(shared_store_cluster: StoreCluste
             if line.startswith("segmentstore_cluster_")
         }
         assert values["segmentstore_cluster_nodes"] == 3
+        assert values["segmentstore_cluster_containers_unowned"] == 0
         held += int(values["segmentstore_cluster_containers_held"])
+        # A node reports the containers it holds, and no others.
+        reported = set(re.findall(r'segmentstore_container_epoch\{container="(\d+)"\}', text))
+        assert len(reported) == values["segmentstore_cluster_containers_held"]
         assert values['segmentstore_cluster_container_moves_total{kind="taken"}'] >= 1
         assert "segmentstore_cluster_forwarded_requests_total" in values
     assert held == shared_store_cluster.containers

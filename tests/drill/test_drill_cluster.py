@@ -1,6 +1,7 @@
 """``segmentstore drill --spawn --nodes 3`` end to end: a JetStream cluster, three cluster nodes
-and Tier 2 on a moto server, all real processes; a node SIGKILLed, a node paused past its lease
-and a JetStream server SIGKILLed, each healed and then verified byte for byte."""
+and Tier 2 on a moto server, all real processes; a node SIGKILLed, a node paused past its lease,
+a node stopped gracefully and a JetStream server SIGKILLed, each healed and then verified byte
+for byte, with the nodes' resources sampled through the run."""
 
 from __future__ import annotations
 
@@ -18,13 +19,16 @@ def test_a_short_cluster_drill_heals_every_fault_and_loses_nothing(tmp_path: Pat
     report_path = tmp_path / "drill.json"
     done = run_drill(
         "--spawn", "--nodes", "3", "--tier2", "s3", "--lease-ms", "2000",
-        "--duration", "3", "--seed", "5", "--faults", "kill,node_pause,jetstream_kill",
+        "--duration", "3", "--seed", "5", "--faults", "kill,node_pause,node_leave,jetstream_kill",
+        "--sample-s", "1",
         "--hold-s", "0.5", "1", "--segments", "6", "--writers", "6", "--readers", "1",
         "--max-recovery-s", "45", "--json", str(report_path),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-4000:]
     report = json.loads(report_path.read_text())
-    assert {f["kind"] for f in report["faults"]} == {"kill", "node_pause", "jetstream_kill"}
+    kinds = {"kill", "node_pause", "node_leave", "jetstream_kill"}
+    assert {f["kind"] for f in report["faults"]} == kinds
+    assert set(report["recovery_by_kind"]) == kinds
     assert all(f["recovery_s"] is not None for f in report["faults"])
     # Each node fault was mended: the node or JetStream server came back and the cluster
     # settled again with it.
@@ -37,3 +41,11 @@ def test_a_short_cluster_drill_heals_every_fault_and_loses_nothing(tmp_path: Pat
     assert report["lost"] == report["torn"] == report["duplicated"] == 0
     assert report["exactly_once_failures"] == 0 and report["passed"] is True
     assert "drill " in done.stdout and "PASSED" in done.stdout
+    # Every node's descriptors, threads, memory and sockets, and the deployment's JetStream
+    # consumers, were sampled; none kept growing.
+    samples = report["resources"]["samples"]
+    assert len(samples) >= 10
+    assert {"fds", "threads", "rss_bytes", "sockets"} <= set(samples[-1]["nodes"]["n1"])
+    assert samples[-1]["deployment"]["jetstream_consumers"] >= 3  # a lease watcher per node
+    assert report["growing"] == []
+    assert "Resources (" in done.stdout and "Recovery by kind" in done.stdout

@@ -45,13 +45,10 @@ def test_each_pod_is_named_by_its_pod_name_and_advertises_its_dns_name() -> None
     assert statefulset["spec"]["replicas"] == 3
     assert statefulset["spec"]["serviceName"] == "prod-segmentstore-headless"
     assert rendered.one("Service", "prod-segmentstore-headless")["spec"]["clusterIP"] == "None"
-    # The settings file leaves both to the environment.
-    assert rendered.config_file()["cluster"] == {
-        "enabled": True,
-        "node_id": "",
-        "advertise_url": "",
-        "lease_ms": 5000,
-    }
+    # The settings file leaves both to the environment (and the secret's file likewise).
+    cluster = rendered.config_file()["cluster"]
+    assert cluster["enabled"] is True
+    assert (cluster["node_id"], cluster["advertise_url"], cluster["secret_file"]) == ("", "", None)
 
 
 def test_the_advertised_url_follows_the_cluster_domain_the_port_and_tls() -> None:
@@ -180,6 +177,10 @@ def test_the_templates_refuse_an_incomplete_cluster(
         (
             [*ON_S3, "--set", "config.cluster.advertise_url=http://n1:9090"],
             "config.cluster.advertise_url must stay empty in a cluster",
+        ),
+        (
+            [*ON_S3, "--set", "config.cluster.secret_file=/run/secret"],
+            "config.cluster.secret_file must stay empty in a cluster: the chart mounts the",
         ),
         (
             [*ON_S3, "--set", "terminationGracePeriodSeconds=20"],

@@ -12,7 +12,13 @@ from typing import Any
 
 import yaml
 from helm_chart import CHART, render
-from helm_settings_schema import SECRET_SETTINGS, config_schema, setting_names
+from helm_settings_schema import (
+    SECRET_FILES,
+    SECRET_SETTINGS,
+    SECRETS,
+    config_schema,
+    setting_names,
+)
 
 from segmentstore.settings import Settings
 
@@ -29,6 +35,16 @@ ALL_SECRETS = {
     "jetstreamCredentials__password": "p",
     "jetstreamCredentials__token": "t",
 }
+# ... and cluster mode, for the cluster secret's file and each pod's identity.
+IN_A_CLUSTER = {
+    **ALL_SECRETS,
+    "config__cluster__enabled": "true",
+    "config__tier1__mode": "jetstream",
+    "config__tier2__uri": "s3://bucket/prefix",
+}
+# Settings of a cluster's pod that the chart sets in the environment, from the pod's name or
+# the mounted cluster secret.
+POD_SETTINGS = {"cluster.node_id", "cluster.advertise_url", "cluster.secret_file"}
 
 
 def _names(config: dict[str, Any], prefix: str = "") -> set[str]:
@@ -58,13 +74,16 @@ LEAF_TABLES = {"tier2.options", "auth.tokens"}
 
 
 def test_every_setting_is_a_chart_value_and_every_chart_value_a_setting() -> None:
-    rendered = render(**ALL_SECRETS)
+    rendered = render(**IN_A_CLUSTER)
     in_config = _names(rendered.config_file())
-    from_secrets = _settings_from_env(rendered.container())
-    assert in_config.isdisjoint(SECRET_SETTINGS), "a secret would be in the ConfigMap"
-    assert from_secrets == set(SECRET_SETTINGS)
-    missing = setting_names() - (in_config | from_secrets)
-    unknown = (in_config | from_secrets) - setting_names()
+    from_env = _settings_from_env(rendered.container())
+    assert in_config.isdisjoint(SECRETS), "a secret would be in the ConfigMap"
+    assert from_env == set(SECRET_SETTINGS) | POD_SETTINGS
+    # A secret passed as a file: the file's setting is in the environment, the secret nowhere.
+    assert set(SECRET_FILES.values()) <= from_env and from_env.isdisjoint(SECRET_FILES)
+    passed = in_config | from_env | set(SECRET_FILES)
+    missing = setting_names() - passed
+    unknown = passed - setting_names()
     assert not missing, f"settings without a chart value (add them to values.yaml): {missing}"
     assert not unknown, f"chart values that are no setting: {unknown}"
 
@@ -99,7 +118,7 @@ def test_the_rendered_file_is_what_print_config_prints(tmp_path: Path) -> None:
     assert answer.returncode == 0, answer.stderr
     printed = json.loads(answer.stdout)
     assert printed["store"]["containers"] == 8
-    for name in SECRET_SETTINGS:
+    for name in SECRETS:
         *table, key = name.split(".")
         _value(printed, ".".join(table)).pop(key)
     assert {s: k for s, k in printed.items() if k} == rendered.config_file()

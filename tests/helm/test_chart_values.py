@@ -3,18 +3,17 @@ every rendered manifest against a current Kubernetes, and the schema's refusals 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
-import yaml
-from helm_chart import CHART, Rendered, helm, render
+from helm_chart import CHART, Rendered, chart_copy, helm, notes, render
+from helm_settings_schema import SECRETS
 
 CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 KUBERNETES_VERSION = "1.37.0"
 # Custom resources that kubernetes-validate has no schema for (checked by their own tests).
-NOT_IN_KUBERNETES = {"ServiceMonitor"}
+NOT_IN_KUBERNETES = {"ServiceMonitor", "PrometheusRule"}
 
 
 def test_there_are_ci_values_for_each_deployment_shape() -> None:
@@ -74,11 +73,6 @@ def test_every_rendered_manifest_validates_strictly(values: Path | None) -> None
         (["--set", "config.tier1.mode=nfs"], "config.tier1.mode"),
         (["--set", "auth.tokens.t1=root"], "auth.tokens.t1"),
         (["--set", "persistence.size=lots"], "persistence.size: Does not match pattern"),
-        # a secret is refused where it would land in the ConfigMap
-        (
-            ["--set", "config.tier1.jetstream.password=p"],
-            "config.tier1.jetstream: Additional property password is not allowed",
-        ),
     ],
 )
 def test_the_schema_refuses_bad_values_with_a_clear_message(flags: list[str], message: str) -> None:
@@ -104,6 +98,24 @@ def test_the_templates_refuse_what_the_schema_cannot_say(flags: list[str], messa
     assert message in answer.stderr, answer.stderr
 
 
+@pytest.mark.parametrize("setting", sorted(SECRETS))
+def test_a_secret_setting_is_refused_in_config_saying_where_it_goes(setting: str) -> None:
+    # Every setting that holds a secret, derived from the settings tree's list: the chart must
+    # name the Secret-backed value that takes it instead.
+    value = "admin" if setting == "auth.tokens" else "0123456789abcdef0123"
+    key = f"config.{setting}.t0ken" if setting == "auth.tokens" else f"config.{setting}"
+    answer = helm("template", "demo", str(CHART), "--set", f"{key}={value}")
+    assert answer.returncode != 0
+    assert f"config.{setting} would put a secret in a ConfigMap: " in answer.stderr, answer.stderr
+    assert value not in answer.stderr
+    elsewhere = {
+        "auth": "auth.existingSecret",
+        "tier1": "jetstreamCredentials",
+        "cluster": "clusterSecret",
+    }
+    assert elsewhere[setting.split(".")[0]] in answer.stderr
+
+
 def test_names_and_labels_follow_the_common_conventions() -> None:
     rendered = render(release="prod")
     for manifest in rendered.manifests:
@@ -125,20 +137,11 @@ def test_names_and_labels_follow_the_common_conventions() -> None:
 
 
 def test_notes_tell_how_to_reach_the_service(tmp_path: Path) -> None:
-    # Only `helm install` renders NOTES.txt, and it needs a cluster: a copy of the chart renders
-    # it as an ordinary template instead, a YAML block of text.
-    chart = tmp_path / "segmentstore"
-    shutil.copytree(CHART, chart)
-    lines = (chart / "templates" / "NOTES.txt").read_text().splitlines()
-    wrapped = "notes: |\n" + "".join(f"  {line}\n" for line in lines)
-    (chart / "templates" / "notes-as-yaml.yaml").write_text(wrapped)
-    show = ["--show-only", "templates/notes-as-yaml.yaml", "--namespace", "streams"]
-    answer = helm("template", "prod", str(chart), *show)
-    assert answer.returncode == 0, answer.stderr
-    notes = yaml.safe_load(answer.stdout)["notes"]
-    assert "http://prod-segmentstore.streams.svc:9090" in notes
-    assert "prod-segmentstore-0.prod-segmentstore-headless.streams.svc:9090" in notes
-    assert "kubectl --namespace streams port-forward svc/prod-segmentstore 9090:9090" in notes
+    text = notes(tmp_path, "prod", "--namespace", "streams")
+    assert "http://prod-segmentstore.streams.svc:9090" in text
+    assert "prod-segmentstore-0.prod-segmentstore-headless.streams.svc:9090" in text
+    assert "kubectl --namespace streams port-forward svc/prod-segmentstore 9090:9090" in text
+    assert "http://127.0.0.1:9090/ui/" in text
 
 
 def _kinds(rendered: Rendered) -> set[str]:
@@ -146,7 +149,8 @@ def _kinds(rendered: Rendered) -> set[str]:
 
 
 def test_optional_resources_appear_only_when_enabled() -> None:
-    assert not {"ServiceMonitor", "NetworkPolicy", "Secret"} & _kinds(render())
+    assert not {"ServiceMonitor", "PrometheusRule", "NetworkPolicy", "Secret"} & _kinds(render())
+    assert [c["metadata"]["name"] for c in render().all("ConfigMap")] == ["demo-segmentstore"]
     assert "PodDisruptionBudget" not in _kinds(render(podDisruptionBudget__enabled="false"))
     monitored = render(CHART / "ci" / "metrics-on.yaml")
     monitor = monitored.one("ServiceMonitor")
@@ -154,10 +158,17 @@ def test_optional_resources_appear_only_when_enabled() -> None:
     assert monitor["spec"]["endpoints"] == [
         {"port": "http", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}
     ]
-    assert (
-        monitor["spec"]["selector"]["matchLabels"]
-        == (monitored.one("StatefulSet")["spec"]["selector"]["matchLabels"])
+    # It selects the headless Service alone: each pod is scraped once, under one job.
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() >= (
+        monitored.one("StatefulSet")["spec"]["selector"]["matchLabels"].items()
     )
+    selected = [
+        service["metadata"]["name"]
+        for service in monitored.all("Service")
+        if service["metadata"]["labels"].items() >= selector.items()
+    ]
+    assert selected == ["demo-segmentstore-headless"]
     policy = render(CHART / "ci" / "auth-on.yaml").one("NetworkPolicy")
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]
@@ -189,13 +200,12 @@ def test_an_upgrade_cannot_change_the_container_count(
 ) -> None:
     # On a cluster the chart looks the installed ConfigMap up; offline there is none, so a copy
     # of the chart hands the same check an installed ConfigMap that records `installed`.
-    chart = tmp_path / "segmentstore"
-    shutil.copytree(CHART, chart)
-    (chart / "templates" / "upgrade-check.yaml").write_text(
+    check = (
         '{{- $file := printf "store:\\n  containers: %d\\n" ' + str(installed) + " }}\n"
         '{{- $installed := dict "data" (dict "segmentstore.yaml" $file) }}\n'
         '{{- include "segmentstore.refuseChangedContainers" (list $installed .Values) }}\n'
     )
+    chart = chart_copy(tmp_path, {"upgrade-check.yaml": check})
     answer = helm("template", "demo", str(chart), "--set", f"config.store.containers={asked}")
     message = f"config.store.containers is fixed at first install: it is {installed}, and cannot"
     assert (answer.returncode != 0 and message in answer.stderr) == refused, answer.stderr

@@ -1,21 +1,28 @@
 """The chart's cluster values, run as three pods: each pod the StatefulSet's container exactly
-as rendered (see :func:`helm_chart.start_pod`), over a loopback JetStream cluster (Tier 1 and
-the leases) and a moto S3 server (Tier 2, its keys from an existing Secret). The cluster DNS is
-played by loopback: each pod's advertised name resolves to 127.0.0.1, on a port chosen up
-front and rendered into its settings file. The three must form one cluster (node ids the pod
-names, the containers shared out) and serve a round trip through any pod; a fourth pod (scaling
-up) must get its share by hand-over, and on SIGTERM (scaling down) hand it back without losing
-a byte.
+as rendered (see :func:`helm_chart.start_pod`), over a loopback JetStream cluster set up as
+docs/nats-auth.md says (:mod:`secured_nats`: the segment store's own NATS account and user, TLS)
+and a moto S3 server (Tier 2). The NATS password, the NATS servers' CA and the S3 keys come
+from existing Secrets, as ci/cluster-s3.yaml names them; the cluster secret from the Secret the
+chart makes, mounted as a file (the first render installs it and every pod mounts that one).
+The cluster DNS is played by loopback: each pod's advertised name resolves to 127.0.0.1, on a
+port chosen up front and rendered into its settings file.
+
+The three must form one cluster (node ids the pod names, the containers shared out) and serve
+a round trip through any pod; a fourth pod (scaling up) must get its share by hand-over, and on
+SIGTERM (scaling down) hand it back without losing a byte. The NATS servers refuse the pods
+nothing, and the cluster secret is in no pod's environment, settings file or log.
 """
 
 from __future__ import annotations
 
-import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from helm_chart import CHART, render, start_pod, stop_gracefully
+from secured_nats import STORE_PASSWORD, STORE_USER, running, violations
 from served_store import ServedStore
 from store_cluster import StoreCluster
 
@@ -27,18 +34,25 @@ pytestmark = [pytest.mark.integration, pytest.mark.s3]
 
 PODS = 3
 NAMESPACE = "streams"
-# The existing Secret ci/cluster-s3.yaml names, as `kubectl create secret generic` makes it.
-S3_SECRET = {"segmentstore-s3": {"access-key": "cluster-key", "secret-key": "cluster-secret"}}
+# The existing Secrets ci/cluster-s3.yaml names (the NATS CA's is added once it is made), as
+# `kubectl create secret generic` makes them.
+EXISTING_SECRETS = {
+    "segmentstore-s3": {"access-key": "cluster-key", "secret-key": "cluster-secret"},
+    "segmentstore-nats": {"password": STORE_PASSWORD},
+}
+# The chart's own Secret of the cluster secret, and its key.
+CLUSTER_SECRET = ("demo-segmentstore-cluster", "secret")
 
 
 def _values(tmp_path: Path, nats: list[str], moto_endpoint: str) -> Path:
-    """ci/cluster-s3.yaml's cluster, pointed at the loopback JetStream and S3."""
+    """ci/cluster-s3.yaml's cluster, pointed at the loopback JetStream and S3 (the NATS user
+    and the CA's path stay as the file has them)."""
     tier2 = {
         "uri": "s3://pod-cluster/streams",
         "options": {"endpoint_url": moto_endpoint, "region": "us-east-1", "create_bucket": True},
     }
     config = {
-        "tier1": {"jetstream": {"servers": nats, "stream_prefix": f"helm-{uuid.uuid4().hex[:8]}"}},
+        "tier1": {"jetstream": {"servers": nats}},
         "tier2": tier2,
         "cache": {"max_bytes": 64 << 20},  # three pods share this machine
         # Leases long enough that a node starved of CPU by a busy machine (a full suite run
@@ -51,11 +65,14 @@ def _values(tmp_path: Path, nats: list[str], moto_endpoint: str) -> Path:
 
 
 def _start(
-    cluster: StoreCluster, values: Path, root: Path, ordinal: int
+    cluster: StoreCluster, values: Path, root: Path, ordinal: int, secrets: dict[str, Any]
 ) -> tuple[ServedStore, str]:
     """Pod ``ordinal`` of the rendered StatefulSet, as one of ``cluster``'s nodes; its
     loopback URL. Its settings file carries a port chosen up front, since its advertised URL
-    names it before the process listens."""
+    names it before the process listens. ``secrets`` are the Secrets the cluster holds: the
+    first render installs the chart's cluster Secret there, and later pods mount that one, as
+    every pod of a StatefulSet does (a later render's random value is never applied: an
+    upgrade's render finds the installed Secret by lookup)."""
     port = free_port()
     rendered = render(
         CHART / "ci" / "cluster-s3.yaml",
@@ -64,14 +81,26 @@ def _start(
         config__api__host="127.0.0.1",
         config__api__port=str(port),
     )
+    secrets.setdefault(CLUSTER_SECRET[0], rendered.secret(CLUSTER_SECRET[0]))
     name = f"demo-segmentstore-{ordinal}"
     dns_name = f"{name}.demo-segmentstore-headless.{NAMESPACE}.svc.cluster.local"
-    pod = start_pod(
-        rendered, root / name, ordinal, secrets=S3_SECRET, hosts={dns_name: "127.0.0.1"}
-    )
+    pod = start_pod(rendered, root / name, ordinal, secrets=secrets, hosts={dns_name: "127.0.0.1"})
     cluster.nodes[name] = pod
     pod.wait_listening(120)
     return pod, f"http://127.0.0.1:{port}"
+
+
+def _assert_secret_out_of_sight(pod: ServedStore, root: Path, secret: str) -> None:
+    """The running pod holds the cluster secret in its mounted file alone: not in its process
+    environment, its settings file or its log."""
+    assert len(secret) >= 16
+    environment = Path(f"/proc/{pod.proc.pid}/environ").read_bytes()
+    assert b"SEGMENTSTORE_CLUSTER__SECRET_FILE=" in environment
+    assert secret.encode() not in environment
+    (settings,) = (root / "config").iterdir()
+    assert secret not in settings.read_text()
+    assert (root / "cluster-secret" / "secret").read_text() == secret
+    assert secret not in pod.log()
 
 
 def _read_back(url: str, segments: dict[str, bytes]) -> None:
@@ -80,18 +109,26 @@ def _read_back(url: str, segments: dict[str, bytes]) -> None:
             assert bytes(client.read(segment, 0).data) == payload, segment
 
 
+@pytest.fixture
+def secured_nats(tmp_path: Path) -> Iterator[tuple[JetStreamCluster, Path]]:
+    with running(tmp_path / "nats") as servers:
+        yield servers
+
+
 def test_three_pods_form_a_cluster_that_scales_up_and_down(
-    tmp_path: Path, jetstream_cluster: JetStreamCluster, moto_endpoint: str
+    tmp_path: Path, secured_nats: tuple[JetStreamCluster, Path], moto_endpoint: str
 ) -> None:
-    values = _values(tmp_path, jetstream_cluster.servers, moto_endpoint)
+    nats, ca_file = secured_nats
+    values = _values(tmp_path, nats.servers, moto_endpoint)
     # The pods, as the nodes of a StoreCluster: its wait for a settled, balanced cluster.
-    cluster = StoreCluster(tmp_path, jetstream_cluster.servers, "s3://pod-cluster", prefix="-")
+    cluster = StoreCluster(tmp_path, nats.servers, "s3://pod-cluster", prefix="-")
+    secrets: dict[str, Any] = {**EXISTING_SECRETS, "nats-ca": {"ca.crt": ca_file.read_text()}}
     addresses: dict[str, str] = {}
     try:
         pods = []
         for ordinal in range(PODS):
             pod, addresses[f"demo-segmentstore-{ordinal}"] = _start(
-                cluster, values, tmp_path, ordinal
+                cluster, values, tmp_path, ordinal, secrets
             )
             pods.append(pod)
         cluster.wait_settled(timeout_s=120)
@@ -109,7 +146,7 @@ def test_three_pods_form_a_cluster_that_scales_up_and_down(
         _read_back(pods[-1].url, segments)
 
         # Scaling up: the new pod joins and gets its share of the containers by hand-over.
-        joined, url = _start(cluster, values, tmp_path, PODS)
+        joined, url = _start(cluster, values, tmp_path, PODS, secrets)
         cluster.wait_settled(timeout_s=120, nodes=PODS + 1)
         shares = {n["id"]: n["containers"] for n in cluster.cluster_map()["nodes"]}
         assert shares[f"demo-segmentstore-{PODS}"], shares
@@ -123,5 +160,11 @@ def test_three_pods_form_a_cluster_that_scales_up_and_down(
         survivors = cluster.cluster_map()
         assert {node["id"] for node in survivors["nodes"]} == set(addresses)
         _read_back(pods[0].url, segments)
+        name, key = CLUSTER_SECRET
+        for ordinal, pod in enumerate(pods):
+            root = tmp_path / f"demo-segmentstore-{ordinal}"
+            _assert_secret_out_of_sight(pod, root, secrets[name][key])
+        assert secrets[name][key] not in joined.log()
+        assert not violations(nats, STORE_USER)
     finally:
         cluster.stop()

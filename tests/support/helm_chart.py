@@ -2,8 +2,9 @@
 missing, from npm), rendering, and a rendered pod started as a local process.
 
 A rendered pod runs here as Kubernetes would run it: the StatefulSet container's command,
-arguments and environment exactly as rendered, its ConfigMap and Secret values resolved (the
-chart's Secrets, or existing ones the test supplies), the downward API's pod name and namespace,
+arguments and environment exactly as rendered, its ConfigMap and Secret values resolved and its
+ConfigMap and Secret volumes written as files (the chart's Secrets, or those the test says the
+cluster holds), the downward API's pod name and namespace,
 ``$(VAR)`` references expanded as the kubelet expands them, each mounted volume a folder under
 a temporary directory (paths in the arguments, the environment and the mounted files follow),
 and ``HOSTNAME`` the pod's name. The pod's own network namespace is played by loopback: the
@@ -68,6 +69,11 @@ class Rendered:
         assert isinstance(container, dict)
         return container
 
+    def secret(self, name: str) -> dict[str, str]:
+        """The rendered Secret ``name``'s data, decoded."""
+        data = self.one("Secret", name)["data"]
+        return {key: base64.b64decode(value).decode() for key, value in data.items()}
+
     def config_file(self) -> dict[str, Any]:
         """The settings file the pod reads, parsed."""
         (text,) = self.one("ConfigMap")["data"].values()
@@ -90,6 +96,31 @@ def render(
     return Rendered([m for m in yaml.safe_load_all(answer.stdout) if m])
 
 
+def chart_copy(folder: Path, templates: dict[str, str] | None = None) -> Path:
+    """A copy of the chart under ``folder`` with extra ``templates`` (file name -> text): how
+    a test hands a helper what only a live cluster (a lookup) would give it."""
+    chart = folder / "segmentstore"
+    shutil.copytree(CHART, chart)
+    for name, text in (templates or {}).items():
+        (chart / "templates" / name).write_text(text)
+    return chart
+
+
+def notes(folder: Path, release: str, *flags: str) -> str:
+    """NOTES.txt as rendered. Only ``helm install`` renders it, and that needs a cluster: a copy
+    of the chart renders it as an ordinary template instead, a YAML block of text."""
+    lines = (CHART / "templates" / "NOTES.txt").read_text().splitlines()
+    wrapped = "notes: |\n" + "".join(f"  {line}\n" for line in lines)
+    chart = chart_copy(folder, {"notes-as-yaml.yaml": wrapped})
+    answer = helm(
+        "template", release, str(chart), "--show-only", "templates/notes-as-yaml.yaml", *flags
+    )
+    assert answer.returncode == 0, answer.stderr
+    text = yaml.safe_load(answer.stdout)["notes"]
+    assert isinstance(text, str)
+    return text
+
+
 def start_pod(
     rendered: Rendered,
     root: Path,
@@ -100,8 +131,10 @@ def start_pod(
 ) -> ServedStore:
     """Starts the rendered StatefulSet's pod ``ordinal`` as a local process under ``root``.
 
-    ``secrets`` are the existing Secrets the values name (name -> key -> value, as ``kubectl
-    create secret`` would hold them); ``hosts`` maps DNS names to the address that plays them.
+    ``secrets`` are the Secrets the cluster holds (name -> key -> value): existing ones the
+    values name, as ``kubectl create secret`` would hold them, and any of the chart's own as an
+    earlier install made them (they win over the rendered ones, as the installed Secret is what
+    a pod mounts); ``hosts`` maps DNS names to the address that plays them.
     """
     statefulset = rendered.one("StatefulSet")
     pod_name = f"{statefulset['metadata']['name']}-{ordinal}"
@@ -129,7 +162,8 @@ def start_pod(
         if mount["mountPath"] in mounts:
             folder = mounts[mount["mountPath"]]
             folder.mkdir(parents=True, exist_ok=True)
-            for name, content in _volume_files(rendered, pod, mount["name"]).items():
+            files = _volume_files(rendered, pod, mount["name"], secrets or {})
+            for name, content in files.items():
                 (folder / name).write_text(local(content))
     env = {
         # What the image provides: its PATH (segmentstore installed in this interpreter's bin/).
@@ -140,18 +174,31 @@ def start_pod(
     defined: dict[str, str] = {}  # the container's variables so far, as Kubernetes sees them
     for variable in container.get("env", []):
         value = _env_value(rendered, variable, secrets or {}, downward)
+        if value is None:
+            continue  # an optional key its Secret lacks: Kubernetes leaves the variable out
         defined[variable["name"]] = _expand(value, defined) if "value" in variable else value
         env[variable["name"]] = local(defined[variable["name"]])
     command = [local(part) for part in container["command"] + container.get("args", [])]
     return ServedStore.launch(command, env, root, root / f"{pod_name}.log")
 
 
-def _volume_files(rendered: Rendered, pod: dict[str, Any], volume: str) -> dict[str, str]:
+def _volume_files(
+    rendered: Rendered, pod: dict[str, Any], volume: str, secrets: dict[str, dict[str, str]]
+) -> dict[str, str]:
     (source,) = [v for v in pod["volumes"] if v["name"] == volume] or [{"name": volume}]
     if "configMap" in source:
         data = rendered.one("ConfigMap", source["configMap"]["name"])["data"]
         assert isinstance(data, dict)
         return data
+    if "secret" in source:
+        # A Secret the cluster holds (an existing one, or one the chart made at install), else
+        # the one rendered here; its keys as files, or only those ``items`` name, as paths.
+        name = source["secret"]["secretName"]
+        data = secrets[name] if name in secrets else rendered.secret(name)
+        items = source["secret"].get("items")
+        if items is None:
+            return dict(data)
+        return {item["path"]: data[item["key"]] for item in items}
     return {}  # an emptyDir, or the PersistentVolumeClaim of volumeClaimTemplates: empty at first
 
 
@@ -160,7 +207,7 @@ def _env_value(
     variable: dict[str, Any],
     secrets: dict[str, dict[str, str]],
     downward: dict[str, str],
-) -> str:
+) -> str | None:
     if "value" in variable:
         return str(variable["value"])
     source = variable["valueFrom"]
@@ -168,9 +215,12 @@ def _env_value(
         return downward[source["fieldRef"]["fieldPath"]]
     reference = source["secretKeyRef"]
     if reference["name"] in secrets:
-        return secrets[reference["name"]][reference["key"]]
-    secret = rendered.one("Secret", reference["name"])
-    return base64.b64decode(secret["data"][reference["key"]]).decode()
+        data = secrets[reference["name"]]
+    else:
+        data = rendered.secret(reference["name"])
+    if reference["key"] not in data and reference.get("optional"):
+        return None
+    return data[reference["key"]]
 
 
 # $(NAME) is replaced by an earlier variable's value; $$ is a literal $; anything else stays.

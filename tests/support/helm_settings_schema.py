@@ -5,8 +5,10 @@ must be the settings tree's, one for one, nested tables (``tier1.jetstream``) in
 module derives from the pydantic model the JSON schema of ``config`` (every section, table and
 key, their types and bounds, no other key), which ``values.schema.json`` embeds; ``make
 helm-schema`` rewrites it after a setting is added, and the chart's tests fail until it has
-been. Settings that hold secrets are not in ``config``: the chart sets them from a Secret,
-through the environment variable named here.
+been. Settings that hold secrets are not values of ``config``: the chart passes them from a
+Secret, through the environment variable or the mounted file named here. Their keys stay in the
+schema, of any type, only so that the chart can refuse them with a message saying where they
+belong (a schema error could only call them unknown).
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ SECRET_SETTINGS = {
     "tier1.jetstream.password": "SEGMENTSTORE_TIER1__JETSTREAM__PASSWORD",
     "tier1.jetstream.token": "SEGMENTSTORE_TIER1__JETSTREAM__TOKEN",
 }
+
+# setting -> the setting naming the file the chart mounts it as, from a Secret.
+SECRET_FILES = {"cluster.secret": "cluster.secret_file"}
+# Every setting that holds a secret, refused in ``config``.
+SECRETS = set(SECRET_SETTINGS) | set(SECRET_FILES)
 
 # Annotations pydantic writes that Helm's schema validator has no use for (the model's defaults
 # are not the chart's: a pod listens on every interface and keeps its data on a volume).
@@ -53,25 +60,34 @@ def config_schema() -> dict[str, Any]:
 def _table_schema(model: type[BaseModel], prefix: str) -> dict[str, Any]:
     raw = model.model_json_schema()
     keys: dict[str, Any] = {}
+    required: list[str] = []
     for key, field in model.model_fields.items():
         name = f"{prefix}{key}"
-        if name in SECRET_SETTINGS:
+        if name in SECRETS:
+            keys[key] = {"description": f"a secret: the chart refuses config.{name}"}
             continue
         if _is_table(field.annotation):
-            table = _table_schema(field.annotation, f"{name}.")
-            if table["properties"]:  # a table of secrets alone (auth) has no config value
-                keys[key] = table
+            keys[key] = _table_schema(field.annotation, f"{name}.")
         else:
             keys[key] = _clean(raw["properties"][key])
+        # Helm drops keys whose value is null while it lints: those cannot be required; nor
+        # can a table of secrets alone (auth), which has no value in ``config``.
+        nullable = {"type": "null"} in keys[key].get("anyOf", [])
+        if not nullable and not _secrets_alone(field.annotation, f"{name}."):
+            required.append(key)
     return {
         "type": "object",
         "additionalProperties": False,
-        # Helm drops keys whose value is null while it lints: those cannot be required.
-        "required": sorted(
-            k for k, v in keys.items() if {"type": "null"} not in v.get("anyOf", [])
-        ),
+        "required": sorted(required),
         "properties": keys,
     }
+
+
+def _secrets_alone(annotation: Any, prefix: str) -> bool:
+    """Whether ``annotation`` is a table whose every setting is a secret."""
+    return _is_table(annotation) and all(
+        f"{prefix}{key}" in SECRETS for key in annotation.model_fields
+    )
 
 
 def _is_table(annotation: Any) -> bool:

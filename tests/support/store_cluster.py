@@ -4,6 +4,7 @@ nodes: each node a :class:`~served_store.ServedStore`, all sharing one JetStream
 
 from __future__ import annotations
 
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import httpx
 from served_store import ServedStore
 
 from segmentstore.bench.store_nodes import unsettled
+from segmentstore.cluster.secret import ClusterSecret
 
 # Short enough that a takeover test takes seconds, as long as the one the cluster documents.
 LEASE_MS = 5_000
@@ -36,12 +38,14 @@ class StoreCluster:
         self.prefix = prefix
         self.containers = containers
         self.settings = settings or {}
+        self.secret = secrets.token_hex(16)  # the nodes' shared cluster secret
         self.nodes: dict[str, ServedStore] = {}
 
     def start_node(self, node_id: str) -> ServedStore:
         settings = {
             "SEGMENTSTORE_TIER1__JETSTREAM__STREAM_PREFIX": self.prefix,
             "SEGMENTSTORE_CLUSTER__LEASE_MS": str(self.lease_ms),
+            "SEGMENTSTORE_CLUSTER__SECRET": self.secret,
             "SEGMENTSTORE_CACHE__MAX_BYTES": str(64 << 20),
             **self.settings,
         }
@@ -90,6 +94,14 @@ class StoreCluster:
     def live(self) -> dict[str, str]:
         """node id -> URL of every node whose process runs."""
         return {i: n.url for i, n in self.nodes.items() if n.proc.poll() is None}
+
+    def as_member(self, method: str, path: str, node: str = "test") -> dict[str, str]:
+        """Headers that make a request look forwarded by member ``node`` (signed with the
+        cluster's secret), for tests that play a forwarding node."""
+        signature, _ = ClusterSecret(self.secret.encode()).sign_request(
+            node, method, path.encode(), b""
+        )
+        return {"Segment-Forwarded-By": node, "Segment-Forwarded-Signature": signature}
 
     def stop(self) -> None:
         for node in self.nodes.values():

@@ -1,4 +1,5 @@
-"""Cluster leases in a JetStream key-value bucket: compare-and-set, expiry, taking back.
+"""Cluster leases in a JetStream key-value bucket: compare-and-set, expiry, taking back,
+one consumer per node however often it reads, and entries no member signed ignored.
 
 On the session's real three-node JetStream cluster; each test has a prefix of its own.
 """
@@ -17,9 +18,11 @@ from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
 from segmentstore.tier1.jetstream.leases import JetStreamLeases
 from segmentstore.tier1.leases import ContainerLease, Membership
+from segmentstore.tier1.signing import Signer
 
 _PREFIXES = itertools.count()
 LEASE_MS = 1_000
+SECRET = b"the tests' cluster secret"
 
 
 @pytest.fixture
@@ -32,12 +35,18 @@ def options(jetstream_cluster: JetStreamCluster) -> JetStreamOptions:
 @pytest.fixture
 async def leases(options: JetStreamOptions) -> AsyncIterator[list[JetStreamLeases]]:
     """Two nodes' lease stores on one bucket (``[a, b]``), closed afterwards."""
-    opened = [JetStreamLeases(options, LEASE_MS), JetStreamLeases(options, LEASE_MS)]
+    opened = [lease_store(options), lease_store(options)]
     for store in opened:
         await store.open()
     yield opened
     for store in opened:
         await store.close()
+
+
+def lease_store(
+    options: JetStreamOptions, lease_ms: int = LEASE_MS, secret: bytes = SECRET
+) -> JetStreamLeases:
+    return JetStreamLeases(options, lease_ms, Signer(secret, "lease entries"))
 
 
 async def leader_holds(options: JetStreamOptions, store: JetStreamLeases) -> int:
@@ -150,9 +159,94 @@ async def test_an_expired_lease_is_taken_back_only_if_nobody_opened_the_containe
 async def test_the_bucket_keeps_the_lease_time_it_was_created_with(
     options: JetStreamOptions, leases: list[JetStreamLeases]
 ) -> None:
-    later = JetStreamLeases(options, 30_000)
+    later = lease_store(options, 30_000)
     await later.open()
     try:
         assert later.lease_ms == LEASE_MS
     finally:
         await later.close()
+
+
+async def stream_consumers(options: JetStreamOptions, store: JetStreamLeases) -> int:
+    client = await nats.connect(list(options.servers))
+    try:
+        info = await client.jetstream().stream_info(store.stream_name)
+        return int(info.state.consumer_count)
+    finally:
+        await client.close()
+
+
+async def test_reads_create_no_consumers_and_a_closed_store_leaves_none(
+    options: JetStreamOptions, leases: list[JetStreamLeases]
+) -> None:
+    """A view is pushed by one watcher per node: reading it a thousand times (four minutes
+    of ticks of a 3-node cluster, where a watcher per read hit the stream's cap of 1,000)
+    creates no consumer, and a store that closes deletes its own."""
+    a, b = leases
+    await a.announce("a", "http://127.0.0.1:1")
+    for _ in range(1000):
+        await a.read()
+        await b.read()
+    assert await stream_consumers(options, a) == 2
+    assert a.watch is not None and a.watch.consumers_created <= 2  # a start-up race: 2
+    assert await a.usage() == (2, 2)  # the lease and epoch buckets; a watcher per store
+    await b.close()
+    deadline = time.monotonic() + 3
+    while await stream_consumers(options, a) != 1:
+        assert time.monotonic() < deadline, "the closed store's consumer is still there"
+        await asyncio.sleep(0.05)
+
+
+async def rogue_write(
+    options: JetStreamOptions, store: JetStreamLeases, key: str, value: bytes
+) -> int:
+    """A write by a process with access to JetStream but not the cluster's secret."""
+    client = await nats.connect(list(options.servers))
+    try:
+        kv = await client.jetstream().key_value(store.bucket_name)
+        return int(await kv.put(key, value))
+    finally:
+        await client.close()
+
+
+async def test_entries_no_member_signed_are_ignored_and_written_over(
+    options: JetStreamOptions, leases: list[JetStreamLeases]
+) -> None:
+    a, b = leases
+    impostor = lease_store(options, secret=b"another cluster's secret!")
+    await impostor.open()
+    try:
+        # Unsigned, and signed with another secret: neither shows, for nobody.
+        await rogue_write(options, a, "node.evil", b'{"url": "http://127.0.0.1:9", "at": 0}')
+        await impostor.announce("impostor", "http://127.0.0.1:8")
+        evil_lease = await impostor.acquire(4, "impostor")
+        assert evil_lease is not None  # it can write: it has access to JetStream
+        await a.announce("a", "http://127.0.0.1:1")
+        view = await read_until(b, lambda view: "a" in view.nodes)
+        assert set(view.nodes) == {"a"}
+        assert 4 not in view.leases
+        # A member takes the container as if nobody held it.
+        taken = await b.acquire(4, "b")
+        assert taken is not None and taken.owner == "b"
+        await read_until(a, lambda view: 4 in view.leases and view.leases[4].owner == "b")
+        # A non-member writing over a member's lease changes nobody's view, and the member's
+        # next renewal takes the key back.
+        await rogue_write(options, a, "container.4", b'{"owner": "evil", "epoch": 99}')
+        await asyncio.sleep(0.2)
+        assert (await a.read()).leases[4].owner == "b"
+        renewed = await b.renew(taken, 0)
+        assert renewed is not None and renewed.owner == "b"
+        # Deleting a member's entries changes nothing either.
+        client = await nats.connect(list(options.servers))
+        try:
+            kv = await client.jetstream().key_value(a.bucket_name)
+            await kv.delete("node.a")
+            await kv.delete("container.4")
+        finally:
+            await client.close()
+        await asyncio.sleep(0.2)
+        view = await a.read()
+        assert "a" in view.nodes and view.leases[4].owner == "b"
+        assert 4 not in view.released
+    finally:
+        await impostor.close()

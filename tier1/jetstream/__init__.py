@@ -5,8 +5,18 @@
 bucket ``<prefix>-epochs``. Importing this package needs ``nats-py`` (the ``cluster`` extra).
 """
 
-from segmentstore.tier1.jetstream.deployment import claim_container_count
+from segmentstore.tier1.jetstream.deployment import (
+    claim_container_count,
+    claim_record,
+    read_record,
+)
 from segmentstore.tier1.jetstream.log import JetStreamDurableDataLog
 from segmentstore.tier1.jetstream.options import JetStreamOptions
 
-__all__ = ["JetStreamDurableDataLog", "JetStreamOptions", "claim_container_count"]
+__all__ = [
+    "JetStreamDurableDataLog",
+    "JetStreamOptions",
+    "claim_container_count",
+    "claim_record",
+    "read_record",
+]

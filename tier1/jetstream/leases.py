@@ -1,9 +1,15 @@
 """Cluster leases in a JetStream key-value bucket: ``<prefix>-cluster``.
 
-Keys ``node.<id>`` (value ``{"url"}``) and ``container.<n>`` (value ``{"owner", "epoch"}``).
-The bucket's ``max_age`` is the lease: an entry its holder stops rewriting disappears by
-itself, so a dead node and its containers' leases expire without anyone deleting them. Taking
-and renewing a container lease are compare-and-sets on the key's last revision.
+Keys ``node.<id>`` and ``container.<n>``, each value a member's signed entry
+(:mod:`.lease_entries`). The bucket's ``max_age`` is the lease: an entry its holder stops
+rewriting disappears by itself, so a dead node and its containers' leases expire without
+anyone deleting them. Taking, renewing and releasing a container lease are compare-and-sets
+on the key's last revision, decided by the stream's leader.
+
+Reads come from the node's :class:`~.lease_watch.LeaseWatch`, a view pushed by one long-lived
+watcher. Entries nobody in the cluster signed are ignored in the view, and a compare-and-set
+that finds one writes over it as if the key were free, so a process with access to the
+bucket but without the secret can neither join nor hold a container.
 
 The bucket's age limit is set once, by the first node that creates it; every node then uses
 the bucket's figure, so nodes configured with different lease times still agree.
@@ -12,36 +18,43 @@ the bucket's figure, so nodes configured with different lease times still agree.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from typing import Any
 
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError
-from nats.js.kv import KV_DEL, KV_PURGE
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import NotFoundError as JsNotFoundError
+from nats.js.kv import KV_DEL, KV_OP, KV_PURGE
 
 from segmentstore.tier1.errors import DataLogClosedError, DataLogWriteError
+from segmentstore.tier1.jetstream.lease_entries import decode, encode
+from segmentstore.tier1.jetstream.lease_watch import CONTAINER, NODE, LeaseWatch
 from segmentstore.tier1.jetstream.log import connect_or_raise, epoch_bucket, key_value_bucket
+from segmentstore.tier1.jetstream.nats_errors import describe
 from segmentstore.tier1.jetstream.options import JetStreamOptions
 from segmentstore.tier1.leases import ContainerLease, LeaseStore, Membership
+from segmentstore.tier1.signing import Signer
 
 log = logging.getLogger(__name__)
 
-_NODE = "node."
-_CONTAINER = "container."
-_READ_TIMEOUT_S = 5.0
-_READ_TRIES = 3
+_TAKE_BACK_TRIES = 5
+_STREAM_LIST_PAGE = 256  # what JetStream answers a stream listing with, at most
 
 
 class JetStreamLeases(LeaseStore):
-    def __init__(self, options: JetStreamOptions, lease_ms: int) -> None:
+    """The leases of the deployment ``options`` names, signed with ``signer``."""
+
+    def __init__(self, options: JetStreamOptions, lease_ms: int, signer: Signer) -> None:
         self._options = options
         self._lease_ms = lease_ms
+        self._signer = signer
         self._client: Client | None = None
+        self._js: Any = None
         self._bucket: Any = None
         self._epochs: Any = None
+        self._watch: LeaseWatch | None = None
 
     @property
     def lease_ms(self) -> int:
@@ -51,19 +64,34 @@ class JetStreamLeases(LeaseStore):
     def bucket_name(self) -> str:
         return f"{self._options.stream_prefix}-cluster"
 
+    @property
+    def stream_name(self) -> str:
+        return f"KV_{self.bucket_name}"
+
+    @property
+    def watch(self) -> LeaseWatch | None:
+        return self._watch
+
     async def open(self) -> None:
         client = await connect_or_raise(self._options, f"segmentstore {self.bucket_name}")
         try:
             js = client.jetstream(timeout=self._options.ack_timeout_ms / 1000)
             self._bucket = await self._open_bucket(js)
             self._epochs = await epoch_bucket(js, self._options)
+            self._js = js
+            watch = LeaseWatch(
+                js, self._bucket, self.bucket_name, self.stream_name, self._signer, self._lease_ms
+            )
+            await watch.start()
         except BaseException as error:
             with contextlib.suppress(Exception):
                 await client.close()
             if isinstance(error, NatsError | TimeoutError):
-                raise DataLogWriteError(f"cannot open {self.bucket_name}: {error!r}") from error
+                raise DataLogWriteError(
+                    f"cannot open {self.bucket_name}: {describe(error)}"
+                ) from error
             raise
-        self._client = client
+        self._client, self._watch = client, watch
 
     async def _open_bucket(self, js: Any) -> Any:
         bucket = await key_value_bucket(
@@ -89,6 +117,9 @@ class JetStreamLeases(LeaseStore):
         return bucket
 
     async def close(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            await watch.stop()
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(Exception):
@@ -99,85 +130,98 @@ class JetStreamLeases(LeaseStore):
             raise DataLogClosedError(f"the lease bucket {self.bucket_name} is not open")
         return self._bucket
 
+    def _entry(self, key: str, fields: dict[str, Any]) -> bytes:
+        return encode(self._signer, self.bucket_name, key, fields)
+
     # -- nodes -----------------------------------------------------------------------------
 
     async def announce(self, node: str, url: str) -> None:
         async with self._translated("announce node"):
-            await self._kv().put(_NODE + node, json.dumps({"url": url}).encode())
+            await self._kv().put(NODE + node, self._entry(NODE + node, {"url": url}))
 
     async def withdraw(self, node: str) -> None:
         async with self._translated("withdraw node"):
-            await self._kv().delete(_NODE + node)
+            await self._kv().put(NODE + node, self._entry(NODE + node, {"left": True}))
 
     async def read(self) -> Membership:
-        # A read is a view, not a decision: it may come from any replica, and each replica
-        # expires entries on its own clock, so for a moment after an entry expired one read
-        # can still show it and the next not. Every decision taken on a view is confirmed by
-        # a compare-and-set at the stream's leader. A watcher may also signal the end of the
-        # current values before it delivered them all (nats-py's start-up race): a read
-        # that saw fewer keys than the bucket holds is done again.
-        for _ in range(_READ_TRIES):
-            async with self._translated("read the cluster's leases"):
-                expected = (await self._kv().status()).values
-            membership, seen = await self._read_once()
-            if seen >= expected:
-                break
-        return membership
-
-    async def _read_once(self) -> tuple[Membership, int]:
-        seen = 0
-        nodes: dict[str, str] = {}
-        leases: dict[int, ContainerLease] = {}
-        released: set[int] = set()
-        async with self._translated("read the cluster's leases"):
-            watcher = await self._kv().watchall()
-            try:
-                while (entry := await watcher.updates(timeout=_READ_TIMEOUT_S)) is not None:
-                    seen += 1
-                    deleted = entry.operation in (KV_DEL, KV_PURGE)
-                    if entry.key.startswith(_CONTAINER):
-                        container = int(entry.key[len(_CONTAINER) :])
-                        if deleted:
-                            released.add(container)
-                        else:
-                            value = json.loads(entry.value)
-                            leases[container] = ContainerLease(
-                                container, value["owner"], value["epoch"], entry.revision
-                            )
-                    elif entry.key.startswith(_NODE) and not deleted:
-                        nodes[entry.key[len(_NODE) :]] = json.loads(entry.value)["url"]
-            finally:
-                with contextlib.suppress(Exception):
-                    await watcher.stop()
-        return Membership(nodes, leases, frozenset(released)), seen
+        # A view, not a decision: every decision taken on it is confirmed by a
+        # compare-and-set at the stream's leader.
+        if self._watch is None:
+            raise DataLogClosedError(f"the lease bucket {self.bucket_name} is not open")
+        return self._watch.membership()
 
     # -- container leases ------------------------------------------------------------------
 
     async def acquire(self, container: int, owner: str) -> ContainerLease | None:
+        key = _key(container)
+        value = self._entry(key, {"owner": owner, "epoch": 0})
         async with self._translated(f"take the lease of container {container}"):
             try:
-                revision = await self._kv().create(_key(container), _value(owner, 0))
+                revision = await self._kv().create(key, value)
             except KeyWrongLastSequenceError:
-                return None
+                # Something is there: free only if it is a release, or not a member's.
+                fields, last = await self._latest(key)
+                if fields is not None and not fields.get("released"):
+                    return None
+                try:
+                    revision = await self._kv().update(key, value, last=last)
+                except KeyWrongLastSequenceError:
+                    return None
         return ContainerLease(container, owner, 0, revision)
 
     async def renew(self, lease: ContainerLease, epoch: int) -> ContainerLease | None:
-        key, value = _key(lease.container), _value(lease.owner, epoch)
+        key = _key(lease.container)
+        value = self._entry(key, {"owner": lease.owner, "epoch": epoch})
         async with self._translated(f"renew the lease of container {lease.container}"):
             try:
                 revision = await self._kv().update(key, value, last=lease.revision)
             except KeyWrongLastSequenceError:
-                # Expired (JetStream was unreachable for longer than a lease, say) or taken.
-                # Taking it back is safe only if nobody opened the container meanwhile: its
-                # Tier 1 epoch is still the one this holder opened it at.
-                if not await self._epoch_is(lease.container, epoch):
+                revision = await self._take_back(lease, epoch, value)
+                if revision is None:
                     return None
-                try:
-                    revision = await self._kv().create(key, value)
-                except KeyWrongLastSequenceError:
-                    return None
-                log.info("took the expired lease of container %d back", lease.container)
         return ContainerLease(lease.container, lease.owner, epoch, revision)
+
+    async def _take_back(self, lease: ContainerLease, epoch: int, value: bytes) -> int | None:
+        """After a renewal found another revision than its holder's: the lease expired
+        (JetStream was out of reach for longer than a lease, say), a member took it, or a
+        non-member wrote over it. Taken back, with its new revision, only if no member holds
+        it and nobody opened the container meanwhile (its Tier 1 epoch is still the one this
+        holder opened it at); None if it is lost. A non-member that keeps writing over it is
+        an outage (``DataLogWriteError``), not a loss: its holder keeps it while it can."""
+        key = _key(lease.container)
+        for _ in range(_TAKE_BACK_TRIES):
+            fields, last = await self._latest(key)
+            if fields is not None and fields.get("owner") != lease.owner:
+                return None
+            if not await self._epoch_is(lease.container, epoch):
+                return None
+            try:
+                revision: int = await self._kv().update(key, value, last=last)
+            except KeyWrongLastSequenceError:
+                continue  # written again meanwhile: look again
+            if fields is None and last == 0:
+                log.info("took the expired lease of container %d back", lease.container)
+            return revision
+        raise DataLogWriteError(
+            f"the lease of container {lease.container} is being written over by a process"
+            f" that is not a member of the cluster ({self.bucket_name})"
+        )
+
+    async def _latest(self, key: str) -> tuple[dict[str, Any] | None, int]:
+        """The key's last entry at the stream's leader, if a member wrote it (None for none,
+        a deletion or someone else's), and its revision (0: no entry at all)."""
+        subject = f"$KV.{self.bucket_name}.{key}"
+        try:
+            message = await self._js.get_msg(self.stream_name, subject=subject, direct=False)
+        except JsNotFoundError:
+            return None, 0
+        headers = message.headers or {}
+        if headers.get(KV_OP) in (KV_DEL, KV_PURGE):
+            return None, message.seq
+        fields = decode(
+            self._signer, self.bucket_name, key, message.data, message.time, self._lease_ms
+        )
+        return fields, message.seq
 
     async def _epoch_is(self, container: int, epoch: int) -> bool:
         try:
@@ -187,21 +231,38 @@ class JetStreamLeases(LeaseStore):
         return epoch > 0 and int((entry.value or b"0").decode()) == epoch
 
     async def release(self, lease: ContainerLease) -> None:
+        key = _key(lease.container)
+        value = self._entry(key, {"owner": lease.owner, "released": True})
         async with self._translated(f"release the lease of container {lease.container}"):
-            with contextlib.suppress(KeyWrongLastSequenceError, BadRequestError):
-                await self._kv().delete(_key(lease.container), last=lease.revision)
+            with contextlib.suppress(KeyWrongLastSequenceError):
+                await self._kv().update(key, value, last=lease.revision)
+
+    async def usage(self) -> tuple[int, int]:
+        """(streams, consumers) that this deployment (its stream prefix) has in JetStream:
+        Tier 1's streams and the key-value buckets, and every consumer of theirs."""
+        prefixes = (f"{self._options.stream_prefix}-", f"KV_{self._options.stream_prefix}-")
+        streams = consumers = 0
+        async with self._translated("count the deployment's streams"):
+            offset = 0
+            while True:
+                page = await self._js.streams_info(offset)
+                for info in page:
+                    if info.config.name.startswith(prefixes):
+                        streams += 1
+                        consumers += int(info.state.consumer_count)
+                offset += len(page)
+                if len(page) < _STREAM_LIST_PAGE:
+                    return streams, consumers
 
     @contextlib.asynccontextmanager
     async def _translated(self, what: str) -> Any:
         try:
             yield
         except (NatsError, TimeoutError) as error:
-            raise DataLogWriteError(f"cannot {what} in {self.bucket_name}: {error!r}") from error
+            raise DataLogWriteError(
+                f"cannot {what} in {self.bucket_name}: {describe(error)}"
+            ) from error
 
 
 def _key(container: int) -> str:
-    return f"{_CONTAINER}{container}"
-
-
-def _value(owner: str, epoch: int) -> bytes:
-    return json.dumps({"owner": owner, "epoch": epoch}).encode()
+    return f"{CONTAINER}{container}"

@@ -56,6 +56,7 @@ from segmentstore.tier1.errors import (
     DataLogWriteError,
 )
 from segmentstore.tier1.jetstream import wire
+from segmentstore.tier1.jetstream.nats_errors import describe
 from segmentstore.tier1.jetstream.options import JetStreamOptions
 from segmentstore.tier1.jetstream.publisher import Publisher, copy_error
 from segmentstore.tier1.log import Buffer, DurableDataLog, LogRecord
@@ -63,6 +64,7 @@ from segmentstore.tier1.log import Buffer, DurableDataLog, LogRecord
 log = logging.getLogger(__name__)
 
 _READ_IDLE_S = 10.0  # a read that receives nothing for this long has lost its consumer
+_READER_IDLE_S = 5.0
 _BUCKET_READY_S = 30.0  # how long a new key-value bucket may take to answer its first read
 _BUCKET_PROBE_S = 0.5
 
@@ -135,7 +137,7 @@ class JetStreamDurableDataLog(DurableDataLog):
                 await client.close()
             if isinstance(error, NatsError | TimeoutError):
                 raise DataLogWriteError(
-                    f"cannot open data log {self._stream}: {error!r}"
+                    f"cannot open data log {self._stream}: {describe(error)}"
                 ) from error
             raise
         self._client, self._js, self._publisher = client, js, publisher
@@ -296,9 +298,14 @@ class JetStreamDurableDataLog(DurableDataLog):
                 config=ConsumerConfig(
                     deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start
                 ),
+                # Deleted below when the read ends; JetStream deletes it this soon after
+                # nobody listens if this process dies first.
+                inactive_threshold=_READER_IDLE_S,
             )
         except (NatsError, TimeoutError) as error:
-            raise DataLogWriteError(f"cannot read data log {self._stream}: {error!r}") from error
+            raise DataLogWriteError(
+                f"cannot read data log {self._stream}: {describe(error)}"
+            ) from error
         assembler = wire.RecordAssembler()
         try:
             sequence = 0
@@ -308,7 +315,7 @@ class JetStreamDurableDataLog(DurableDataLog):
                 except (NatsError, TimeoutError) as error:
                     raise DataLogWriteError(
                         f"reading data log {self._stream} stopped at {sequence} of {last}:"
-                        f" {error!r}"
+                        f" {describe(error)}"
                     ) from error
                 sequence = msg.metadata.sequence.stream
                 stored = wire.StoredMessage(sequence, dict(msg.headers or {}), msg.data)
@@ -316,8 +323,12 @@ class JetStreamDurableDataLog(DurableDataLog):
                 if whole is not None:
                     yield LogRecord(*whole)
         finally:
+            consumer = getattr(subscription, "_consumer", None)
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
+            if consumer:
+                with contextlib.suppress(Exception):
+                    await js.delete_consumer(self._stream, consumer)
 
     async def truncate(self, below_address: int) -> None:
         js = self._js
@@ -334,7 +345,7 @@ class JetStreamDurableDataLog(DurableDataLog):
             info = await js.stream_info(self._stream)
         except (NatsError, TimeoutError) as error:
             raise DataLogWriteError(
-                f"cannot truncate data log {self._stream}: {error!r}"
+                f"cannot truncate data log {self._stream}: {describe(error)}"
             ) from error
         self._size_bytes = info.state.bytes
 
@@ -345,7 +356,9 @@ async def connect_or_raise(options: JetStreamOptions, name: str) -> Client:
         return await connect(options, name)
     except (NatsError, OSError, TimeoutError) as error:
         servers = list(options.servers)
-        raise DataLogWriteError(f"cannot reach JetStream at {servers}: {error!r}") from error
+        raise DataLogWriteError(
+            f"cannot reach JetStream at {servers}: {describe(error)}"
+        ) from error
 
 
 async def connect(options: JetStreamOptions, name: str) -> Client:
@@ -357,7 +370,14 @@ async def connect(options: JetStreamOptions, name: str) -> Client:
             tls.load_cert_chain(options.tls_cert_file, options.tls_key_file)
 
     async def quiet(error: Exception) -> None:
-        log.debug("JetStream connection %s: %r", name, error)
+        # Disconnections come and go and are retried; a server that refuses what this node
+        # does (a permission it was not given, credentials it does not take) must be seen,
+        # or it shows only as timeouts.
+        text = describe(error)
+        if "violation" in text.lower() and _worth_logging(name, text):
+            log.warning("JetStream refused %s: %s", name, text)
+        else:
+            log.debug("JetStream connection %s: %s", name, text)
 
     return await nats.connect(
         list(options.servers),
@@ -372,6 +392,18 @@ async def connect(options: JetStreamOptions, name: str) -> Client:
         tls=tls,
         name=name,
     )
+
+
+_violations_logged: dict[tuple[str, str], float] = {}
+
+
+def _worth_logging(name: str, text: str, every_s: float = 60.0) -> bool:
+    """Once a minute per connection and message: a violation repeats on every retry."""
+    now = time.monotonic()
+    if now - _violations_logged.get((name, text), -every_s) < every_s:
+        return False
+    _violations_logged[(name, text)] = now
+    return True
 
 
 async def epoch_bucket(js: JetStreamContext, options: JetStreamOptions) -> Any:

@@ -39,6 +39,7 @@ from nats.js.errors import NotFoundError
 
 from segmentstore.tier1.errors import DataLogError, DataLogFencedError, DataLogWriteError
 from segmentstore.tier1.jetstream import wire
+from segmentstore.tier1.jetstream.nats_errors import describe
 from segmentstore.tier1.jetstream.options import JetStreamOptions
 
 log = logging.getLogger(__name__)
@@ -353,7 +354,7 @@ class Publisher:
         error = task.exception()
         if error is not None:
             log.error("the publisher of %s died", self._subject, exc_info=error)
-            self.fail(DataLogWriteError(f"the JetStream publisher died: {error!r}"))
+            self.fail(DataLogWriteError(f"the JetStream publisher died: {describe(error)}"))
 
 
 def copy_error(error: DataLogError) -> DataLogError:

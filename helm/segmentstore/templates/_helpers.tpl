@@ -90,12 +90,63 @@ app.kubernetes.io/part-of: segmentstore
 {{- end -}}
 
 {{/*
+The cluster secret (cluster mode): a Secret mounted as a file that cluster.secret_file names.
+An existing Secret, or the chart's own, whose random value is made once and kept: the cluster
+records what it signed with it, so a node given another secret is refused.
+*/}}
+{{- define "segmentstore.clusterSecretName" -}}
+{{- default (printf "%s-cluster" (include "segmentstore.fullname" .)) .Values.clusterSecret.existingSecret -}}
+{{- end -}}
+{{- define "segmentstore.clusterSecretDir" -}}/etc/segmentstore-cluster{{- end -}}
+{{- define "segmentstore.clusterSecretFile" -}}
+{{- printf "%s/secret" (include "segmentstore.clusterSecretDir" .) -}}
+{{- end -}}
+
+{{/*
+The chart's own cluster secret, base64-encoded: what the installed Secret (a lookup's answer,
+empty on a first install and offline) holds under the key, else a new random value. Called
+with (list installed values).
+*/}}
+{{- define "segmentstore.clusterSecretValue" -}}
+{{- $installed := index . 0 -}}
+{{- $key := (index . 1).clusterSecret.existingSecretKey -}}
+{{- if and $installed $installed.data (index $installed.data $key) -}}
+{{- index $installed.data $key -}}
+{{- else -}}
+{{- randAlphaNum 64 | b64enc -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Settings that hold a secret, and where the chart takes each from instead of the ConfigMap. The
+schema lets these keys through only so that this check can say where they belong.
+*/}}
+{{- define "segmentstore.refuseSecretsInConfig" -}}
+{{- $where := dict
+  "auth.tokens" "give them in auth.tokens or auth.existingSecret instead"
+  "tier1.jetstream.password" "give it in jetstreamCredentials.password or jetstreamCredentials.existingSecret instead"
+  "tier1.jetstream.token" "give it in jetstreamCredentials.token or jetstreamCredentials.existingSecret instead"
+  "cluster.secret" "name a Secret that holds it in clusterSecret.existingSecret, or leave that empty and the chart makes one"
+-}}
+{{- range $name := keys $where | sortAlpha -}}
+{{- $value := $.Values.config -}}
+{{- range $part := splitList "." $name -}}
+{{- $value = and (kindIs "map" $value) (get $value $part) -}}
+{{- end -}}
+{{- if $value -}}
+{{- fail (printf "config.%s would put a secret in a ConfigMap: %s" $name (get $where $name)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Checks the schema cannot express. The container count is fixed for the life of the data: on an
 upgrade, the installed ConfigMap says what it was, and a different value fails the render here
 rather than the pods at start-up.
 */}}
 {{- define "segmentstore.validateValues" -}}
 {{- include "segmentstore.validateCluster" . -}}
+{{- include "segmentstore.refuseSecretsInConfig" . -}}
 {{- if and .Values.tier2Credentials.accessKey (not .Values.tier2Credentials.secretKey) -}}
 {{- fail "tier2Credentials: give both accessKey and secretKey, or an existingSecret" -}}
 {{- end -}}
@@ -165,6 +216,9 @@ stay empty; and a stopping node needs time to hand its containers over.
 {{- end -}}
 {{- if $config.cluster.advertise_url -}}
 {{- fail "config.cluster.advertise_url must stay empty in a cluster: each pod advertises its own DNS name through the headless Service" -}}
+{{- end -}}
+{{- if $config.cluster.secret_file -}}
+{{- fail "config.cluster.secret_file must stay empty in a cluster: the chart mounts the cluster secret from a Secret (clusterSecret) and points each pod at it" -}}
 {{- end -}}
 {{- if lt (int .Values.terminationGracePeriodSeconds) 30 -}}
 {{- fail (printf "terminationGracePeriodSeconds is %d: a cluster node needs at least 30 to hand its containers over (up to 15 s) and drain (up to 10 s) before it is killed" (int .Values.terminationGracePeriodSeconds)) -}}
