@@ -75,7 +75,9 @@ class SpawnedCluster:
         parent_env: Mapping[str, str],
         lease_ms: int = 5000,
         work_dir: Path | None = None,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
+        """``settings``: the nodes' settings (``SEGMENTSTORE_...`` variables) over the drill's."""
         if nodes < 2:
             raise ValueError("a cluster has at least two nodes")
         self._own_dir = work_dir is None
@@ -83,6 +85,7 @@ class SpawnedCluster:
         self.tier2_kind = tier2_kind
         self.node_count = nodes
         self.lease_ms = lease_ms
+        self._settings = {**_SETTINGS, **(settings or {})}
         self._parent_env = parent_env  # the nodes' environment, less its segmentstore settings
         self.unavailable = {"tier1_full": _NO_TMPFS, "torn_tail": _NO_TMPFS}
         self.unavailable["tier2_full"] = "a cluster's Tier 2 is shared, not a small local disk"
@@ -103,7 +106,7 @@ class SpawnedCluster:
         self.network = DrillNetwork(self.work_dir / "network", self.work_dir / "nodes")
         self.network.route_jetstream(self._jetstream)
         await asyncio.to_thread(self._jetstream.start)
-        env = {**_SETTINGS, "SEGMENTSTORE_CLUSTER__LEASE_MS": str(self.lease_ms)}
+        env = {**self._settings, "SEGMENTSTORE_CLUSTER__LEASE_MS": str(self.lease_ms)}
         if self.tier2_kind == "s3":
             self._moto = MotoTier2()
             await asyncio.to_thread(self._moto.start)
