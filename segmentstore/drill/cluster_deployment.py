@@ -49,7 +49,7 @@ from segmentstore.drill.moto_tier2 import URI as S3_URI
 from segmentstore.drill.moto_tier2 import MotoTier2
 from segmentstore.drill.network import DrillNetwork
 from segmentstore.drill.ownership import OwnershipSampler
-from segmentstore.drill.partitions import Healed, Held, Partitions, fencing_lines
+from segmentstore.drill.partitions import Partitions, fencing_lines
 from segmentstore.drill.spread import CLUSTER_URL, SpreadTransport
 
 CONTAINERS = 6  # two per node of the documented three
@@ -100,7 +100,7 @@ class SpawnedCluster:
         self._fencing_before = 0
         self.network: DrillNetwork | None = None
         self.ownership: OwnershipSampler | None = None
-        self._partitions: Partitions | None = None
+        self.partitions: Partitions | None = None
 
     async def start(self) -> None:
         self.network = DrillNetwork(self.work_dir / "network", self.work_dir / "nodes")
@@ -131,7 +131,7 @@ class SpawnedCluster:
             raise RuntimeError(str(error)) from error
         if dead := self._dead():
             raise RuntimeError(f"nodes {dead} did not start (see their logs in {self.work_dir})")
-        self._partitions = Partitions(self.network, self.nodes, self.lease_ms)
+        self.partitions = Partitions(self.network, self.nodes, self.lease_ms)
         self.ownership = OwnershipSampler(self.nodes)
         self.ownership.start()
 
@@ -223,19 +223,6 @@ class SpawnedCluster:
             return ""
         said = fencing_lines(self._broken_node) - self._fencing_before
         return f"; on waking it logged {said} lost leases or fencings"
-
-    async def partition(
-        self,
-        kind: str,
-        rng: random.Random,
-        hold_s: tuple[float, float],
-        limit_s: float,
-        probes: list[str],
-        healed: Healed,
-    ) -> Held:
-        """Partition the network (one of ``partitions.PARTITION_KINDS``), hold it, heal it."""
-        assert self._partitions is not None
-        return await self._partitions.inject(kind, rng, hold_s, limit_s, probes, healed)
 
     def stale_acknowledgements(self, answered_by: dict[str, Any]) -> list[str]:
         """Appends acknowledged by a node after another had taken its container over."""

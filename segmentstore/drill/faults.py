@@ -28,7 +28,7 @@ import httpx
 
 from segmentstore.drill.deployment import Deployment
 from segmentstore.drill.load import answered, segment_path
-from segmentstore.drill.partitions import PARTITION_KINDS, Healed, Held
+from segmentstore.drill.partitions import PARTITION_KINDS, Partitions
 
 SINGLE_NODE_KINDS = (
     "kill",
@@ -72,15 +72,8 @@ class Cluster(Protocol):
 
     def stale_acknowledgements(self, answered_by: dict[str, Any]) -> list[str]: ...
 
-    async def partition(
-        self,
-        kind: str,
-        rng: random.Random,
-        hold_s: tuple[float, float],
-        limit_s: float,
-        probes: list[str],
-        healed: Healed,
-    ) -> Held: ...
+    # The partition faults of its network (None until it has started).
+    partitions: Partitions | None
 
 
 @dataclass
@@ -113,7 +106,8 @@ class FaultInjector:
         if self._cluster is not None and kind in NODE_FAULTS:
             return await self._break_and_mend(self._cluster, kind)
         if self._cluster is not None and kind in PARTITION_KINDS:
-            held = await self._cluster.partition(
+            assert self._cluster.partitions is not None
+            held = await self._cluster.partitions.inject(
                 kind, self._rng, self._hold_s, self._limit_s, self._probes, self._recovered
             )
             return Outcome(held.recovery_s, held.note, held.measures, held.problems)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,16 +18,6 @@ pytestmark = pytest.mark.integration
 
 _NAMES = itertools.count()
 ACK_TIMEOUT_MS = 1000
-
-
-@pytest.fixture(scope="module")
-def switchboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DrillNetwork]:
-    root = tmp_path_factory.mktemp("late-answers")
-    network = DrillNetwork(root / "network", root / "nodes")
-    try:
-        yield network
-    finally:
-        network.close()
 
 
 async def test_answers_held_past_the_timeout_then_delivered_lose_and_repeat_nothing(
