@@ -11,6 +11,7 @@ from store_cluster import StoreCluster
 
 from segmentstore import SegmentStore
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
+from segmentstore.drill.network import DrillNetwork
 
 # Small enough that files roll, checkpoints happen and Tier 1 truncates within a test.
 SMALL = {
@@ -46,6 +47,18 @@ def shared_store_cluster(
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def switchboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DrillNetwork]:
+    """The drill's switchboard of loopback proxies (one process for the whole run): each user
+    names links of its own."""
+    root = tmp_path_factory.mktemp("switchboard")
+    network = DrillNetwork(root / "network", root / "nodes")
+    try:
+        yield network
+    finally:
+        network.close()
 
 
 @pytest.fixture(scope="session")

@@ -51,11 +51,16 @@ class JetStreamNode:
         return f"nats://127.0.0.1:{self.client_port}"
 
     def write_config(
-        self, route_ports: list[int], text: str | None = None, sync_interval: str | None = "always"
+        self,
+        route_ports: list[int],
+        text: str | None = None,
+        sync_interval: str | None = "always",
+        cluster_extra: str = "",
     ) -> Path:
         """Writes the node's config file: ``text``, or a config of its own that listens on
         loopback, takes any client and routes to ``route_ports``, with JetStream's
-        ``sync_interval`` (None: NATS's own default, a sync every two minutes)."""
+        ``sync_interval`` (None: NATS's own default, a sync every two minutes) and
+        ``cluster_extra`` in its ``cluster`` block (a drill's proxied routes)."""
         routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports)
         sync = "" if sync_interval is None else f"sync_interval: {sync_interval}"
         config = self.directory / "nats.conf"
@@ -74,6 +79,7 @@ cluster {{
     name: segmentstore-test
     listen: 127.0.0.1:{self.route_port}
     routes: [{routes}]
+    {cluster_extra}
 }}
 """
         )

@@ -111,10 +111,18 @@ class StoreNodes:
         self.nodes: dict[str, StoreNode] = {}
 
     def add(self, node_id: str | None = None) -> StoreNode:
-        node_id = node_id or f"n{len(self.nodes) + 1}"
-        node = self.nodes.get(node_id) or StoreNode(node_id, self.root, self.args, self._node_env)
-        self.nodes[node_id] = node
+        node = self.prepare(node_id)
         node.start()
+        return node
+
+    def prepare(self, node_id: str | None = None) -> StoreNode:
+        """The node ``node_id`` (the next free id by default), not started: a caller may
+        still change its own copy of the arguments and environment."""
+        node_id = node_id or f"n{len(self.nodes) + 1}"
+        node = self.nodes.get(node_id)
+        if node is None:
+            node = StoreNode(node_id, self.root, list(self.args), dict(self._node_env))
+        self.nodes[node_id] = node
         return node
 
     @property

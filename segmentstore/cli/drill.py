@@ -61,7 +61,8 @@ def add_command(commands: Any) -> None:
         "--faults", default=None,
         help="comma-separated kinds (default: all that apply): kill, container_restart,"
         " tier2_outage, tier2_full, tier1_full, torn_tail, power_loss; a cluster's: kill,"
-        " node_pause, node_leave, jetstream_kill, container_restart, tier2_outage;"
+        " node_pause, node_leave, jetstream_kill, container_restart, tier2_outage, and the"
+        " partitions jetstream_partition, node_partition, jetstream_isolation, one_way, delay;"
         " --tier1 jetstream's: kill, container_restart, jetstream_power_loss",
     )  # fmt: skip
     drill.add_argument("--segments", type=int, default=16)

@@ -14,7 +14,8 @@ lease it holds, reads the whole membership, and moves towards the assignment of
   Tier 1 or Tier 2 fenced it, it stops at once; so it does with every container whose lease
   it could not renew for :data:`_SELF_FENCE_LEASES` of a lease (JetStream out of reach, or
   this node cut off from it), before another node can take it: a node that lost its lease
-  serves nothing of that container, not even reads from its cache.
+  serves nothing of that container, not even reads from its cache. That is watched every half
+  tick on its own, not between ticks: a tick can wait a whole JetStream timeout.
 
 Ownership by lease is how the nodes share the work; it is not what keeps data safe. A paused
 node may believe it holds a lease it lost; its next Tier 1 append and Tier 2 manifest write
@@ -77,6 +78,7 @@ class ClusterMembership:
         self._free_since: dict[int, float] = {}
         self._busy: dict[int, asyncio.Task[None]] = {}  # container -> take or hand-over
         self._task: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None  # gives up what was not renewed in time
         self._stop = asyncio.Event()
         self._leaving = False
         self._unreachable_logged = False
@@ -118,7 +120,9 @@ class ClusterMembership:
             "node %s joined the cluster at %s (leases of %d ms)",
             self.node_id, self.url, self._leases.lease_ms,
         )  # fmt: skip
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="cluster")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name="cluster")
+        self._watch = loop.create_task(self._watch_renewals(), name="cluster renewals")
 
     async def leave(self) -> None:
         """Hand every container over and leave (a graceful stop): the others stop counting
@@ -133,9 +137,19 @@ class ClusterMembership:
         await asyncio.gather(*self._busy.values(), return_exceptions=True)
         await asyncio.gather(*(self._hand_over(c) for c in list(self._held)))
         self._stop.set()
-        if self._task is not None:
-            await asyncio.wait([self._task])
+        running = [t for t in (self._task, self._watch) if t is not None]
+        if running:
+            await asyncio.wait(running)
         await self._leases.close()
+
+    async def _watch_renewals(self) -> None:
+        """Give up what could not be renewed in time even while a tick waits: a call to a
+        JetStream server that does not answer takes its whole timeout, which can be longer
+        than what is left of a lease (the tick alone would look only after it)."""
+        while not self._stop.is_set():
+            self._give_up_unrenewed()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.tick_s / 2)
 
     async def _run(self) -> None:
         while not self._stop.is_set():
@@ -150,7 +164,6 @@ class ClusterMembership:
                 log.exception("cluster tick failed")
             else:
                 self._unreachable_logged = False
-            self._give_up_unrenewed()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.tick_s)
 

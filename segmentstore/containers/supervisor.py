@@ -9,7 +9,8 @@ failed, then after a wait that doubles per failed try up to ``recovery_retry_max
 that failed because Tier 1 is out of space stays ``read_only`` (serving reads) until Tier 1
 has ``recovery_room_bytes`` free again: recovering it earlier would only fail the same way and
 stop its reads. A permanent failure is logged once and left for a person; the other containers
-carry on either way.
+carry on either way. A try that raises (a bug on the recovery path) is logged and counts as a
+try that failed: the supervisor itself never stops before the store does.
 """
 
 from __future__ import annotations
@@ -102,7 +103,10 @@ class ContainerSupervisor:
         log.warning(
             "container %d is %s (%s): recovering it", cid, container.status.value, container.failure
         )
-        await self._restart(cid)
+        try:
+            await self._restart(cid)
+        except Exception:  # a bug on the way: this try failed, the next one may not
+            log.exception("recovering container %d raised", cid)
         container.auto_recoveries += 1
         if _running(container):  # (a function: mypy would keep the status narrowed above)
             log.info("container %d recovered by itself (epoch %d)", cid, container.epoch)

@@ -18,6 +18,13 @@ Its faults are each *broken* and, once the survivors have healed, *mended*:
 - ``jetstream_kill``: a JetStream server is SIGKILLed (the streams it led elect new leaders).
   Mended by starting it again on the same ports and store directory.
 
+Every link (client to node, node to node, node to JetStream server, server to server) passes
+through the drill's switchboard of proxies (:mod:`.network`), and the partition faults
+(:mod:`.partitions`) cut, black-hole, hold one way or slow down some of them for longer than the
+lease, then heal them. Meanwhile the drill samples which node serves which container
+(:mod:`.ownership`), to check afterwards that no node acknowledged an append after it had been
+fenced out.
+
 Container restarts (sent to any node, which forwards them) and Tier 2 outages (moto stopped and
 started) work as for one node. Tier 1 here is JetStream, so the tmpfs faults (``tier1_full``,
 ``torn_tail``) do not apply, nor does a full Tier 2.
@@ -32,6 +39,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -39,6 +47,9 @@ from segmentstore.bench.jetstream_cluster import JetStreamCluster, JetStreamNode
 from segmentstore.bench.store_nodes import StoreNode, StoreNodes
 from segmentstore.drill.moto_tier2 import URI as S3_URI
 from segmentstore.drill.moto_tier2 import MotoTier2
+from segmentstore.drill.network import DrillNetwork
+from segmentstore.drill.ownership import OwnershipSampler
+from segmentstore.drill.partitions import Partitions, fencing_lines
 from segmentstore.drill.spread import CLUSTER_URL, SpreadTransport
 
 CONTAINERS = 6  # two per node of the documented three
@@ -64,7 +75,9 @@ class SpawnedCluster:
         parent_env: Mapping[str, str],
         lease_ms: int = 5000,
         work_dir: Path | None = None,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
+        """``settings``: the nodes' settings (``SEGMENTSTORE_...`` variables) over the drill's."""
         if nodes < 2:
             raise ValueError("a cluster has at least two nodes")
         self._own_dir = work_dir is None
@@ -72,6 +85,7 @@ class SpawnedCluster:
         self.tier2_kind = tier2_kind
         self.node_count = nodes
         self.lease_ms = lease_ms
+        self._settings = {**_SETTINGS, **(settings or {})}
         self._parent_env = parent_env  # the nodes' environment, less its segmentstore settings
         self.unavailable = {"tier1_full": _NO_TMPFS, "torn_tail": _NO_TMPFS}
         self.unavailable["tier2_full"] = "a cluster's Tier 2 is shared, not a small local disk"
@@ -84,10 +98,15 @@ class SpawnedCluster:
         self._down: set[str] = set()  # nodes a fault took down on purpose, until mended
         self._broken_jetstream: JetStreamNode | None = None
         self._fencing_before = 0
+        self.network: DrillNetwork | None = None
+        self.ownership: OwnershipSampler | None = None
+        self.partitions: Partitions | None = None
 
     async def start(self) -> None:
+        self.network = DrillNetwork(self.work_dir / "network", self.work_dir / "nodes")
+        self.network.route_jetstream(self._jetstream)
         await asyncio.to_thread(self._jetstream.start)
-        env = {**_SETTINGS, "SEGMENTSTORE_CLUSTER__LEASE_MS": str(self.lease_ms)}
+        env = {**self._settings, "SEGMENTSTORE_CLUSTER__LEASE_MS": str(self.lease_ms)}
         if self.tier2_kind == "s3":
             self._moto = MotoTier2()
             await asyncio.to_thread(self._moto.start)
@@ -105,16 +124,22 @@ class SpawnedCluster:
             env=env,
         )
         for _ in range(self.node_count):
-            self.nodes.add()
+            self.network.prepare_node(self.nodes).start()
         try:
             await asyncio.to_thread(self.nodes.wait_settled, 180)
         except TimeoutError as error:
             raise RuntimeError(str(error)) from error
         if dead := self._dead():
             raise RuntimeError(f"nodes {dead} did not start (see their logs in {self.work_dir})")
+        self.partitions = Partitions(self.network, self.nodes, self.lease_ms)
+        self.ownership = OwnershipSampler(self.nodes)
+        self.ownership.start()
 
     def live_urls(self) -> list[str]:
-        return [] if self.nodes is None else [node.url for node in self.nodes.live]
+        """Where the drill's requests go: the proxies in front of the nodes that can answer."""
+        if self.nodes is None or self.network is None:
+            return []
+        return [self.network.client_url(node.node_id) for node in self.nodes.live]
 
     def node_urls(self) -> dict[str, str]:
         return {} if self.nodes is None else {node.node_id: node.url for node in self.nodes.live}
@@ -141,11 +166,15 @@ class SpawnedCluster:
         ]
 
     async def close(self) -> None:
+        if self.ownership is not None:
+            await self.ownership.stop()
         if self.nodes is not None:
             # Thrown away with its directory: no hand-over of containers (a SIGTERM's) needed.
             for node in self.nodes.nodes.values():
                 await asyncio.to_thread(node.sigkill)
         await asyncio.to_thread(self._jetstream.stop)
+        if self.network is not None:
+            await asyncio.to_thread(self.network.close)
         if self._moto is not None:
             await asyncio.to_thread(self._moto.stop)
         if self._own_dir:
@@ -162,7 +191,7 @@ class SpawnedCluster:
         held = await asyncio.to_thread(self._held_by, victim)
         self._broken_node = victim
         self._down = {victim.node_id}
-        self._fencing_before = _fencing_lines(victim)
+        self._fencing_before = fencing_lines(victim)
         if kind == "kill":
             await asyncio.to_thread(victim.sigkill)
         elif kind == "node_leave":
@@ -192,8 +221,13 @@ class SpawnedCluster:
         """Once mended and settled: what the node that was paused said on waking up."""
         if kind != "node_pause" or self._broken_node is None:
             return ""
-        said = _fencing_lines(self._broken_node) - self._fencing_before
+        said = fencing_lines(self._broken_node) - self._fencing_before
         return f"; on waking it logged {said} lost leases or fencings"
+
+    def stale_acknowledgements(self, answered_by: dict[str, Any]) -> list[str]:
+        """Appends acknowledged by a node after another had taken its container over."""
+        assert self.ownership is not None and self.network is not None
+        return self.ownership.stale_acknowledgements(answered_by, CONTAINERS, self.network.node_at)
 
     def _held_by(self, node: StoreNode) -> list[int]:
         assert self.nodes is not None
@@ -213,14 +247,3 @@ class SpawnedCluster:
 
     async def tier1_full(self, on: bool) -> None:
         raise RuntimeError(self.unavailable["tier1_full"])
-
-
-def _fencing_lines(node: StoreNode) -> int:
-    """How many times the node's log says it lost a container's lease, gave one up that it
-    could not renew, or was fenced."""
-    try:
-        log = (node.root / f"{node.node_id}.log").read_text(errors="replace")
-    except FileNotFoundError:
-        return 0
-    said = ("lost the lease of container", "could not renew the lease", "was fenced by a newer")
-    return sum(log.count(words) for words in said)

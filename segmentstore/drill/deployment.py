@@ -26,13 +26,14 @@ from urllib.parse import urlsplit
 from segmentstore.drill.moto_tier2 import URI as S3_URI
 from segmentstore.drill.moto_tier2 import MotoTier2
 from segmentstore.drill.node import SpawnedNode
+from segmentstore.drill.partitions import PARTITION_KINDS
 from segmentstore.drill.power_loss import LazyDisks, cut_power
 from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
 
 # Faults only a spawned cluster has (cluster_deployment).
 CLUSTER_ONLY = {
     kind: "only a spawned cluster (--nodes N) has it"
-    for kind in ("node_pause", "node_leave", "jetstream_kill")
+    for kind in ("node_pause", "node_leave", "jetstream_kill", *PARTITION_KINDS)
 }
 
 

@@ -15,6 +15,10 @@ A power loss (``power_loss``: the node; ``jetstream_power_loss``: all three JetS
 at once) kills the processes and drops, at random from a seed the note gives, what their lazyfs
 mounts had not synced; they are started again at once, and recovery is measured from the kill
 (see ``power_loss``).
+
+A partition of a spawned cluster (``partitions.PARTITION_KINDS``) is measured from its heal
+until the cluster has settled again with every node and appends succeed; what was seen while it
+was held is in its note and measures.
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
 from segmentstore.drill.deployment import Deployment
 from segmentstore.drill.load import answered, segment_path
+from segmentstore.drill.partitions import PARTITION_KINDS, Partitions
 from segmentstore.drill.power_loss import LosesPower
 
 SINGLE_NODE_KINDS = (
@@ -47,10 +52,18 @@ CLUSTER_KINDS = (
     "jetstream_kill",
     "container_restart",
     "tier2_outage",
+    *PARTITION_KINDS,
 )
 # One node whose Tier 1 is a JetStream cluster of three servers (jetstream_power.py).
 JETSTREAM_NODE_KINDS = ("kill", "container_restart", "jetstream_power_loss")
-KINDS = (*SINGLE_NODE_KINDS, "node_pause", "node_leave", "jetstream_kill", "jetstream_power_loss")
+KINDS = (
+    *SINGLE_NODE_KINDS,
+    "node_pause",
+    "node_leave",
+    "jetstream_kill",
+    "jetstream_power_loss",
+    *PARTITION_KINDS,
+)
 POWER_LOSSES = frozenset({"power_loss", "jetstream_power_loss"})
 # Injected in a cluster by breaking a process, healing without it, and mending it.
 NODE_FAULTS = frozenset({"kill", "node_pause", "node_leave", "jetstream_kill"})
@@ -74,11 +87,18 @@ class Cluster(Protocol):
 
     def aftermath(self, kind: str) -> str: ...
 
+    def stale_acknowledgements(self, answered_by: dict[str, Any]) -> list[str]: ...
+
+    # The partition faults of its network (None until it has started).
+    partitions: Partitions | None
+
 
 @dataclass
 class Outcome:
     recovery_s: float | None
     note: str = ""
+    measures: dict[str, Any] = field(default_factory=dict)  # a partition's, while it was held
+    problems: list[str] = field(default_factory=list)
 
 
 class FaultInjector:
@@ -110,6 +130,12 @@ class FaultInjector:
             outcome = await self._healed(started)
             outcome.note = f"{note}; {outcome.note}" if outcome.note else note
             return outcome
+        if self._cluster is not None and kind in PARTITION_KINDS:
+            assert self._cluster.partitions is not None
+            held = await self._cluster.partitions.inject(
+                kind, self._rng, self._hold_s, self._limit_s, self._probes, self._recovered
+            )
+            return Outcome(held.recovery_s, held.note, held.measures, held.problems)
         if kind in ("kill", "torn_tail"):
             started = time.monotonic()
             await self._deployment.kill(self._rng, torn_tail=kind == "torn_tail")
@@ -210,6 +236,9 @@ class FaultInjector:
         if kind != "tier1_full" and statuses - {"running"}:
             note += " (a container stopped during a Tier 2 fault)"
         return note
+
+    async def _recovered(self, started: float) -> float | None:
+        return (await self._healed(started)).recovery_s
 
     async def _healed(self, started: float) -> Outcome:
         deadline = started + self._limit_s

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ _RETRY_MIN_S = 0.05
 _RETRY_MAX_S = 1.0
 # Answers after which the same append is simply sent again.
 RETRIED_STATUSES = frozenset({429, 502, 503, 504, 507})
+AnsweredBy = tuple[str, str | None, float, float]
 
 
 def segment_path(name: str) -> str:
@@ -75,6 +77,11 @@ class Load:
         self._client = client
         self.segments = segments
         self.ledgers = {name: SegmentLedger() for name in segments}
+        # per segment, acknowledged append -> (URL it was sent to, the Segment-Owner that
+        # answered it, monotonic times it was sent and answered): which node acknowledged it
+        self.answered_by: dict[str, dict[tuple[int, int], AnsweredBy]] = {
+            name: {} for name in segments
+        }
         self.stats = LoadStats()
         self._writers = writers
         self._readers = readers
@@ -113,17 +120,21 @@ class Load:
             ledger = self.ledgers[name]
             seq = ledger.last_seq.get(writer, 0) + 1
             size = rng.randint(*self._payload_bytes)
-            await self._append_until_resolved(name, ledger, writer, seq, record(writer, seq, size))
-            ledger.last_seq[writer] = seq
+            data = record(writer, seq, size)
+            if await self._append_until_resolved(name, ledger, writer, seq, data):
+                ledger.last_seq[writer] = seq
 
     async def _append_until_resolved(
         self, name: str, ledger: SegmentLedger, writer: int, seq: int, data: bytes
-    ) -> None:
+    ) -> bool:
+        """True once answered; False if the drill stopped first (the append is in flight:
+        it may still land, so it is not one whose retry must be answered ``duplicate``)."""
         key = (writer, seq)
         ledger.in_flight.add(key)
         delay = _RETRY_MIN_S
         headers = {"Writer-Id": f"drill-w{writer}", "Writer-Seq": str(seq)}
         while True:
+            sent = time.monotonic()
             try:
                 answer = await self._client.post(
                     segment_path(name) + ":append", content=data, headers=headers
@@ -140,15 +151,18 @@ class Load:
                         ledger.applied_elsewhere.add(key)
                     else:
                         ledger.acknowledged[key] = (body["offset"], len(data))
+                        owner = answer.headers.get("segment-owner")
+                        by = (str(answer.request.url), owner, sent, time.monotonic())
+                        self.answered_by[name][key] = by
                         self.stats.acknowledged += 1
                         self.stats.acknowledged_bytes += len(data)
-                    return
+                    return True
                 if answer.status_code not in RETRIED_STATUSES:
                     self.stats.unexpected.append(
                         f"append to {name}: {answer.status_code} {answer.text[:200]}"
                     )
             if self._stopping.is_set():
-                return  # left in flight: whole or absent
+                return False  # left in flight: whole or absent
             self.stats.retries += 1
             await asyncio.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX_S)

@@ -19,6 +19,7 @@ class FaultRecord:
     at_s: float
     recovery_s: float | None  # None: it did not recover within the limit
     note: str = ""
+    measures: dict[str, Any] = field(default_factory=dict)  # a partition's, while it was held
 
 
 @dataclass
@@ -35,6 +36,8 @@ class DrillReport:
     duplicated: int = 0
     duplicates_answered: int = 0
     exactly_once_failures: int = 0
+    # acknowledged by a node after another had taken the container over (a cluster's)
+    stale_acknowledged: int = 0
     retries: int = 0
     answers: dict[str, int] = field(default_factory=dict)
     read_bytes: int = 0
@@ -63,6 +66,7 @@ class DrillReport:
     def passed(self) -> bool:
         return (
             self.lost == self.torn == self.duplicated == self.exactly_once_failures == 0
+            and self.stale_acknowledged == 0
             and not self.too_slow
             and not self.problems
             and not self.growing
@@ -130,6 +134,7 @@ class DrillReport:
             ("duplicated", self.duplicated),
             ("retries answered duplicate", self.duplicates_answered),
             ("exactly-once failures", self.exactly_once_failures),
+            ("acknowledged by a fenced-out owner", self.stale_acknowledged),
             ("recovery p50 / p99 / max (s)", " / ".join(_seconds(recovery[k]) for k in recovery)),
             ("answers", ", ".join(f"{k}: {v}" for k, v in sorted(self.answers.items()))),
             ("result", "PASSED" if self.passed else "FAILED"),

@@ -122,8 +122,11 @@ async def _drill(
             progress(f"fault {kind}", _snapshot(report, load), at_s)
             outcome = await injector.inject(kind, names)
             report.faults.append(
-                FaultRecord(kind, round(at_s, 2), outcome.recovery_s, outcome.note)
+                FaultRecord(
+                    kind, round(at_s, 2), outcome.recovery_s, outcome.note, outcome.measures
+                )
             )
+            report.problems.extend(outcome.problems)
             took = "did not heal" if outcome.recovery_s is None else f"{outcome.recovery_s:.2f} s"
             progress(
                 f"healed from {kind}: {took}", _snapshot(report, load), time.monotonic() - started
@@ -152,6 +155,10 @@ async def _drill(
         failures = await exactly_once_failures(load, client)
         report.exactly_once_failures = len(failures)
         report.problems.extend(failures[:10])
+    if isinstance(deployment, Cluster):
+        stale = deployment.stale_acknowledgements(load.answered_by)
+        report.stale_acknowledged = len(stale)
+        report.problems.extend(stale[:10])
     _snapshot(report, load)
     report.problems.extend(load.stats.unexpected[:10])
     progress("done", report, report.duration_s)

@@ -59,3 +59,34 @@ async def test_a_corrupt_log_stays_offline_and_is_not_retried(tmp_path: Path) ->
         assert container.status is ContainerStatus.OFFLINE
         assert container.failure is not None and "corrupt" in container.failure
         assert container.auto_recoveries == 0
+
+
+async def test_a_recovery_that_raises_is_tried_again_and_the_supervisor_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug on the recovery path (stopping the failed container raises, once) is one failed
+    try: the supervisor logs it and tries again, and keeps watching every container."""
+    async with SegmentStore.open(tmp_path, **FAST) as store:
+        container = store.container(3)
+        await store.create_segment(NAME)
+        await store.append(NAME, b"kept")
+        stop = type(container).stop
+        raised: list[int] = []
+
+        async def stop_raising_once(self: object) -> None:
+            if not raised:
+                raised.append(1)
+                raise RuntimeError("injected into stop")
+            await stop(self)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(type(container), "stop", stop_raising_once)
+        fail_processing_of(monkeypatch, b"boom")
+        with pytest.raises(ContainerUnavailableError):
+            await store.append(NAME, b"boom")
+        deadline = time.monotonic() + 20
+        while container.status is not ContainerStatus.RUNNING:
+            assert time.monotonic() < deadline, container.failure
+            await asyncio.sleep(0.02)
+        assert raised and container.auto_recoveries == 2
+        await store.append(NAME, b"!")
+        assert bytes(await store.read(NAME, 0)) == b"kept!"

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from segmentstore import InvalidArgumentError, SegmentStore
+from segmentstore import InvalidArgumentError, SegmentStore, SegmentStoreError
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.cli.serve import add_command
 from segmentstore.config import load_settings
+from segmentstore.containers.status import ContainerStatus
 
 _PREFIXES = itertools.count()
 
@@ -63,3 +66,40 @@ def test_the_command_line_and_environment_name_the_jetstream_servers(tmp_path: P
     assert settings.tier1.jetstream.servers == ("nats://c:4222",)
     assert settings.tier1.jetstream.replicas == 5
     assert settings.tier1.jetstream.stream_prefix == "segmentstore"
+
+
+async def test_a_container_whose_publisher_died_recovers_by_itself(
+    jetstream_cluster: JetStreamCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task that publishes a container's records dies (a bug): the records in flight fail,
+    and so does the container; closing its data log must not raise that again, or the
+    container could never be recovered."""
+    from segmentstore.tier1.jetstream.publisher import Publisher
+
+    send_more = Publisher._send_more
+    armed: list[bool] = []
+
+    async def dying(publisher: Publisher) -> None:
+        if armed:
+            armed.clear()
+            raise RuntimeError("injected into the publisher")
+        await send_more(publisher)
+
+    monkeypatch.setattr(Publisher, "_send_more", dying)
+    fast = {"recovery_retry_min_ms": 50, "recovery_retry_max_ms": 400}
+    tier1 = jetstream_tier1(jetstream_cluster)
+    async with SegmentStore.open(
+        tmp_path / "node", tier2=(tmp_path / "tier2").as_uri(), tier1=tier1, store=fast
+    ) as store:
+        await store.create_segment("js/died")
+        await store.append("js/died", b"kept")
+        container = store.container(store.container_of("js/died"))
+        armed.append(True)
+        with pytest.raises(SegmentStoreError):
+            await store.append("js/died", b"lost with the publisher")
+        deadline = time.monotonic() + 30
+        while container.status is not ContainerStatus.RUNNING:
+            assert time.monotonic() < deadline, container.failure
+            await asyncio.sleep(0.05)
+        await store.append("js/died", b"!")
+        assert bytes(await store.read("js/died", 0)) == b"kept!"

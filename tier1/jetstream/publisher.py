@@ -163,8 +163,10 @@ class Publisher:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # A pump that died was reported when it did (_on_pump_done failed every record):
+            # stopping it must not raise that again, or the container could never be closed
+            # and recovered.
+            await asyncio.gather(self._task, return_exceptions=True)
         if self._subscription is not None:
             with contextlib.suppress(NatsError):
                 await self._subscription.unsubscribe()
