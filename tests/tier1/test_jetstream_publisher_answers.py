@@ -46,7 +46,15 @@ def publisher() -> Publisher:
     the answers are handed to it directly."""
     options = JetStreamOptions(ack_timeout_ms=100, write_timeout_ms=1_000)
     made = Publisher(
-        Client(), probe_nothing, owned, "s.container.0.e1", 1, 7, 1 << 20, options, len
+        Client(),
+        probe_nothing,
+        owned,
+        "s.container.0.e1",
+        1,
+        7,
+        1 << 20,
+        options,
+        lambda size: None,
     )
     return made
 
