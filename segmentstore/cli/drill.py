@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -148,12 +149,19 @@ def run(args: argparse.Namespace) -> int:
         pause_s=tuple(args.pause_s),
         sample_s=args.sample_s,
     )
+    # A drill stopped by `kill` cleans up as one stopped by Ctrl-C: asyncio.run cancels it on
+    # SIGINT, and the drill stops what it spawned (processes, mounts) on its way out.
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     try:
         with DrillProgress(args.duration) as progress:
             report = asyncio.run(run_drill(deployment, options, progress))
     except RuntimeError as error:
         print(f"segmentstore drill: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("segmentstore drill: stopped before its end; what it spawned is stopped",
+              file=sys.stderr)  # fmt: skip
+        return 130
     report.print_table(Console())
     if args.json is not None:
         report.write_json(args.json)

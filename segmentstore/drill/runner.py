@@ -59,8 +59,8 @@ async def run_drill(
     rng = random.Random(options.seed)
     kinds = [k for k in options.faults if k not in deployment.unavailable]
     report.skipped = {k: deployment.unavailable[k] for k in options.faults if k not in kinds}
-    await deployment.start()
     try:
+        await deployment.start()  # inside: a drill stopped while it starts stops what started
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
         transport = None
         if isinstance(deployment, Cluster):

@@ -4,6 +4,12 @@ torn Tier 1 tail and (where a tmpfs can be mounted) a full Tier 1, verified byte
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,3 +38,59 @@ def test_a_short_drill_heals_every_fault_and_loses_nothing(tmp_path: Path) -> No
     if "tier1_full" in kinds:
         full = next(f for f in report["faults"] if f["kind"] == "tier1_full")
         assert "reads failed 0/" in full["note"], full
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc: the parent of each)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended while we looked
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, pending = set(), [pid]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.add(child)
+            pending.append(child)
+    return found
+
+
+@pytest.mark.integration
+def test_a_drill_stopped_by_sigterm_stops_what_it_spawned(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENTSTORE_")}
+    drill = subprocess.Popen(
+        [sys.executable, "-m", "segmentstore.cli", "drill", "--spawn", "--duration", "300",
+         "--faults", "kill", "--seed", "5"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        spawned: set[int] = set()
+        while time.monotonic() < deadline and not any("serve" in _cmdline(pid) for pid in spawned):
+            time.sleep(0.5)
+            spawned = _descendants(drill.pid)
+        assert any("serve" in _cmdline(pid) for pid in spawned), "the drill started no node"
+        assert drill.stdout is not None
+        while time.monotonic() < deadline:  # under load: stopped mid-drill, not while starting
+            if select.select([drill.stdout], [], [], 1)[0] and "acked" in drill.stdout.readline():
+                break
+        spawned = _descendants(drill.pid)
+        drill.send_signal(signal.SIGTERM)
+        _, err = drill.communicate(timeout=60)
+        assert drill.returncode == 130, err[-3000:]
+        assert "stopped before its end" in err
+        alive = [pid for pid in spawned if Path(f"/proc/{pid}").exists()]
+        assert not alive, [_cmdline(pid) for pid in alive]
+    finally:
+        if drill.poll() is None:
+            drill.kill()
+            drill.wait()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
