@@ -234,3 +234,24 @@ def test_time_index_boundaries_split_the_scan_across_spark_partitions(
     assert unframe("spark/split/0", b"".join(bytes(r["data"]) for r in bytes_rows), 0) == [
         e for e in sorted(expected) if e[0] == "spark/split/0"
     ]
+
+
+def test_min_partitions_cuts_one_large_chunk_into_as_many_partitions_with_the_same_rows(
+    spark: Any, tmp_path: Path
+) -> None:
+    uri = (tmp_path / "tier2").as_uri()
+    storage = open_chunk_storage(uri)
+    rng = random.Random(16)
+    appends = [frame(random_events(rng, rng.randint(1, 6))) for _ in range(400)]
+    try:  # one chunk for the whole segment: without the option, one partition
+        write_segment(storage, "spark/one/0", iter(appends), chunk_bytes=64 << 20)
+    finally:
+        storage.close()
+    expected = unframe("spark/one/0", b"".join(appends), 0)
+    options = {"tier2": uri, "segments": "spark/one/0"}
+    whole = spark.read.format("segmentstore").options(**options).load()
+    cut = spark.read.format("segmentstore").options(**options, minPartitions="8").load()
+    assert whole.rdd.getNumPartitions() == 1
+    assert cut.rdd.getNumPartitions() >= 8
+    assert events_of(scan(spark, **options, minPartitions="8")) == expected
+    assert events_of(scan(spark, **options)) == expected
