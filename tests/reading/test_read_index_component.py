@@ -62,8 +62,10 @@ def test_fetched_bytes_must_fill_a_gap(cache: FlakyCache) -> None:
     with pytest.raises(ValueError, match="overlap"):
         index.insert_fetched(50, b"f" * 500)  # over both
     assert index.entries == 2
+    assert index.read(50, 1000) == b"h" * 50  # up to the gap, never past it
     index.insert_fetched(100, b"f" * 300)  # exactly the gap
     assert index.read(0, 500) == b"h" * 100 + b"f" * 300 + b"t" * 100
+    assert index.read(50, 100) == b"h" * 50 + b"f" * 50  # across entries, within max_length
 
 
 @pytest.mark.parametrize("method", ["insert", "append"])
