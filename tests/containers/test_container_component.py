@@ -133,6 +133,7 @@ async def test_every_operation_against_doubles(rig: Rig) -> None:
     again = await container.append(NAME, b"!", writer_id="w", writer_seq=1)
     assert (first.duplicate, again.duplicate, again.length) == (False, True, 12)
     assert await read_all(container) == b"hello world!"
+    assert await container.read(NAME, 3, 4, 0) == b"lo w"  # at most max_length
 
     # A reader at the tail waits for the next append.
     tail = asyncio.create_task(container.read(NAME, 12, 100, 5_000))
