@@ -16,6 +16,7 @@ import pytest
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
+from segmentstore.tier1.jetstream.lease_watch import CONSUMER_IDLE_S, RESYNC_S
 from segmentstore.tier1.jetstream.leases import JetStreamLeases
 from segmentstore.tier1.leases import ContainerLease, Membership
 from segmentstore.tier1.signing import Signer
@@ -188,13 +189,38 @@ async def test_reads_create_no_consumers_and_a_closed_store_leaves_none(
         await a.read()
         await b.read()
     assert await stream_consumers(options, a) == 2
-    assert a.watch is not None and a.watch.consumers_created <= 2  # a start-up race: 2
+    # a start-up race: 2; and a watcher that heard nothing for half a lease is replaced
+    assert a.watch is not None and a.watch.consumers_created <= 2 + a.watch.silent_resyncs
     assert await a.usage() == (2, 2)  # the lease and epoch buckets; a watcher per store
     await b.close()
     deadline = time.monotonic() + 3
     while await stream_consumers(options, a) != 1:
         assert time.monotonic() < deadline, "the closed store's consumer is still there"
         await asyncio.sleep(0.05)
+
+
+async def test_a_watcher_whose_consumer_vanished_is_replaced_within_a_lease(
+    options: JetStreamOptions, leases: list[JetStreamLeases]
+) -> None:
+    """JetStream deletes a watcher's consumer once its node was out of reach for a few
+    seconds (a partition); the node's subscription then hears nothing, and without a check
+    its view stayed stale until the next resync, RESYNC_S later (a returning node did not
+    see its containers handed back for 21 s in the soak)."""
+    a, b = leases
+    client = await nats.connect(list(options.servers))
+    try:
+        js = client.jetstream()
+        for consumer in await js.consumers_info(a.stream_name):
+            await js.delete_consumer(a.stream_name, consumer.name)
+    finally:
+        await client.close()
+    started = time.monotonic()
+    while "b" not in (await a.read()).nodes:
+        assert time.monotonic() - started < 2 * CONSUMER_IDLE_S, "a's view stayed stale"
+        await b.announce("b", "http://127.0.0.1:2")  # renewed, as a member does every tick
+        await asyncio.sleep(0.2)
+    assert a.watch is not None and a.watch.silent_resyncs >= 1
+    assert 2 * CONSUMER_IDLE_S < RESYNC_S  # the check is what made it quick
 
 
 async def rogue_write(

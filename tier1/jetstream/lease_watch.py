@@ -8,7 +8,10 @@ itself when it stops one) delivers every key's last entry and then every change.
 
 Every :data:`RESYNC_S` the watcher is replaced by a fresh one whose first delivery is the
 bucket as it is then, so that the view never drifts from the bucket for long, whatever a
-consumer may have missed; the old one is deleted once the new one has delivered.
+consumer may have missed; the old one is deleted once the new one has delivered. A watcher
+that delivers nothing for a lease (at least :data:`CONSUMER_IDLE_S`) is replaced at once:
+members renew far more often, so its consumer is gone (deleted by JetStream while this node
+was cut off from it).
 
 Entries expire in the bucket (its ``max_age`` is the lease) without telling a watcher, so the
 view ages them itself: an entry counts for a lease after the stream stored it. Entries that
@@ -76,6 +79,7 @@ class LeaseWatch:
         self._task: asyncio.Task[None] | None = None
         self._ignored_logged: dict[str, float] = {}
         self.consumers_created = 0  # for tests and metrics: one per (re)sync
+        self.silent_resyncs = 0  # watchers replaced because they fell silent
         self.failure: str | None = None  # why the last watcher failed, until one works
 
     async def start(self) -> None:
@@ -191,10 +195,18 @@ class LeaseWatch:
         self._ready.set()
 
     async def _follow(self, watcher: Any, until: float) -> None:
+        # Every member renews its entries several times a lease, this node too: a watcher
+        # silent for a lease has lost its consumer (JetStream deletes it once this node was
+        # out of reach for CONSUMER_IDLE_S, and nats-py's re-subscription after the reconnect
+        # never hears of it), so it is replaced now, not at the next resync.
+        quiet_s = max(self.lease_ms / 1000, CONSUMER_IDLE_S)
         while (left := until - time.monotonic()) > 0:
             try:
-                entry = await watcher.updates(timeout=left)
+                entry = await watcher.updates(timeout=min(left, quiet_s))
             except TimeoutError:
+                if until - time.monotonic() > 0:
+                    self.silent_resyncs += 1
+                    log.info("the watcher of %s fell silent: watching it afresh", self._bucket)
                 return
             if entry is not None:
                 self._take(self._entries, entry)
