@@ -23,7 +23,7 @@ run: $(STAMP) ## Start the embedded single node (data under ./data)
 	$(BIN)/segmentstore serve
 
 test: $(STAMP) ## Run the whole test suite
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=20
 
 test-fast: $(STAMP) ## Run the suite without the slow kill and state-machine tests
 	$(BIN)/pytest -q -m "not slow"
