@@ -103,9 +103,16 @@ def test_the_page_shows_the_cluster_map(cluster: StoreCluster, page: webdriver.C
     )
     assert [row["node"] for row in shown["nodes"]] == ["n1", "n2", "n3"]
     assert f"node {PAGE_NODE}" in shown["text"]
-    epochs = httpx.get(f"{cluster.nodes[PAGE_NODE].url}/v1/cluster").json()["containers"]
-    for row, entry in zip(shown["containers"], epochs, strict=True):
-        assert int(row["epoch"]) == entry["epoch"] >= 1
+
+    def epochs_agree() -> bool:  # a loaded machine may move a container between two looks
+        epochs = httpx.get(f"{cluster.nodes[PAGE_NODE].url}/v1/cluster").json()["containers"]
+        rows = read_page(page)["containers"]
+        return len(rows) == len(epochs) and all(
+            int(row["epoch"]) == entry["epoch"] >= 1
+            for row, entry in zip(rows, epochs, strict=True)
+        )
+
+    wait_until("the page shows each container's epoch as the cluster does", epochs_agree, 15)
     # The node's rates, from its /metrics: requests per second once two samples are in.
     wait_until(
         "the page shows the node's request rate",
