@@ -36,12 +36,11 @@ from segmentstore.contracts.errors import (
     ContainerNotFoundError,
     ContainerUnavailableError,
     InvalidArgumentError,
-    InvalidEventsError,
     PayloadTooLargeError,
 )
 from segmentstore.contracts.events import HEADER as EVENT_HEADER
 from segmentstore.contracts.events import count as count_events
-from segmentstore.contracts.events import encode, event_size_at, whole_events
+from segmentstore.contracts.events import encode
 from segmentstore.contracts.mapping import container_of
 from segmentstore.contracts.names import transaction_name, validate_int64, validate_segment_name
 from segmentstore.contracts.segment_info import AppendResult, EventsRead, SegmentInfo
@@ -50,6 +49,7 @@ from segmentstore.logs.observed_data_log import observed
 from segmentstore.observations import Observations
 from segmentstore.reading.cache_manager import CacheManager
 from segmentstore.reading.tier2_reads import Tier2Reads
+from segmentstore.reading.whole_events import read_whole_events
 from segmentstore.settings import Settings
 from segmentstore.tier1 import DurableDataLog
 from segmentstore.tier2 import Tier2Error, open_chunk_storage
@@ -374,35 +374,8 @@ class SegmentStore:
         """Whole events from ``offset`` (an event boundary), about ``max_bytes`` of them but
         always at least one when one is there, even if it is larger; none if none came
         within ``wait_ms``."""
-        data = bytes(await self.read(name, offset, max_bytes, wait_ms))
-        if not data:
-            return EventsRead(b"", offset)
-        max_payload = self.settings.store.max_append_bytes - EVENT_HEADER.size
-        whole = whole_events(data, offset, max_payload)
-        if whole == 0:
-            # The first event is larger than max_bytes (or its header was cut): read it whole.
-            size = event_size_at(data, offset, max_payload) or EVENT_HEADER.size
-            data = await self._read_exactly(name, offset, size, data)
-            size = event_size_at(data, offset, max_payload) or len(data) + 1
-            if len(data) < size:
-                raise InvalidEventsError(
-                    f"the bytes at offset {offset} of {name!r} are not a whole event"
-                )
-            whole = size
-        return EventsRead(data[:whole], offset + whole)
-
-    async def _read_exactly(self, name: str, offset: int, size: int, have: bytes) -> bytes:
-        """``size`` bytes from ``offset`` (fewer only if the segment ends first)."""
-        pieces = [have]
-        got = len(have)
-        while got < size:
-            info = await self.get_info(name)
-            if offset + got >= info.length:
-                break
-            piece = await self.read(name, offset + got, size - got)
-            pieces.append(bytes(piece))
-            got += len(piece)
-        return b"".join(pieces)
+        max_append = self.settings.store.max_append_bytes
+        return await read_whole_events(self, name, offset, max_bytes, wait_ms, max_append)
 
     async def seal(self, name: str) -> SegmentInfo:
         return await self._for(name).seal(name)
