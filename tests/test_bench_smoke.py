@@ -21,8 +21,8 @@ def _bench(tmp_path: Path, *args: str) -> tuple[str, list[dict[str, Any]]]:
         capture_output=True,
         text=True,
         timeout=300,
-        check=True,
     )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-6000:]
     assert list(tmp_path.iterdir()) == [out]  # its working directory is gone
     return completed.stdout, json.loads(out.read_text())["results"]
 
