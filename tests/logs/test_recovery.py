@@ -83,24 +83,26 @@ async def test_a_bug_while_processing_fails_its_container_instead_of_hanging(
     # A fault injected where operations are prepared: the operations already queued must fail
     # at once (not wait forever), only that container goes offline, and a restart recovers
     # everything acknowledged before.
-    other = next(n for n in ("a", "foo", "segment") if container_of(n, 4) != 3)
-    async with SegmentStore.open(tmp_path) as store:
-        await store.create_segment(NAME)
-        await store.create_segment(other)
-        await store.append(NAME, b"kept")
-        fail_processing_of(monkeypatch, b"boom")
-        queued = [asyncio.ensure_future(store.append(NAME, b"queued")) for _ in range(3)]
-        with pytest.raises(ContainerUnavailableError):
-            await asyncio.wait_for(store.append(NAME, b"boom"), timeout=5)
-        for append in queued:
+    # Each step is bounded: a hang fails here, at the step that hung, in a minute.
+    async with asyncio.timeout(60):
+        other = next(n for n in ("a", "foo", "segment") if container_of(n, 4) != 3)
+        async with SegmentStore.open(tmp_path) as store:
+            await store.create_segment(NAME)
+            await store.create_segment(other)
+            await store.append(NAME, b"kept")
+            fail_processing_of(monkeypatch, b"boom")
+            queued = [asyncio.ensure_future(store.append(NAME, b"queued")) for _ in range(3)]
             with pytest.raises(ContainerUnavailableError):
-                await asyncio.wait_for(append, timeout=5)
-        assert store.container(3).status.value == "offline"
-        await store.append(other, b"unaffected")
-        monkeypatch.undo()
-        await store.restart_container(3)
-        assert bytes(await store.read(NAME, 0)) == b"kept"
-        await store.append(NAME, b"!")
+                await asyncio.wait_for(store.append(NAME, b"boom"), timeout=5)
+            for append in queued:
+                with pytest.raises(ContainerUnavailableError):
+                    await asyncio.wait_for(append, timeout=5)
+            assert store.container(3).status.value == "offline"
+            await store.append(other, b"unaffected")
+            monkeypatch.undo()
+            await store.restart_container(3)
+            assert bytes(await store.read(NAME, 0)) == b"kept"
+            await store.append(NAME, b"!")
 
 
 async def test_checkpoints_keep_recovery_bounded(tmp_path: Path) -> None:
