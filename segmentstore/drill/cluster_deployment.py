@@ -2,8 +2,8 @@
 
 In a temporary directory: a JetStream cluster of three ``nats-server`` processes on loopback
 (Tier 1, and the leases by which nodes share the containers), ``N`` segment store nodes in
-cluster mode, and one Tier 2 that all of them share: S3 on a moto server in this process, or a
-plain directory. The drill's requests are spread over every node that can answer.
+cluster mode, and one Tier 2 that all of them share: S3 on a moto server in a process of its
+own, or a plain directory. The drill's requests are spread over every node that can answer.
 
 Its faults are each *broken* and, once the survivors have healed, *mended*:
 
@@ -176,7 +176,7 @@ class SpawnedCluster:
         if self.network is not None:
             await asyncio.to_thread(self.network.close)
         if self._moto is not None:
-            await asyncio.to_thread(self._moto.stop)
+            await asyncio.to_thread(self._moto.close)
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 

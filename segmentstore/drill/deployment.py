@@ -3,7 +3,7 @@
 A spawned deployment is one node (``segmentstore serve``) in a temporary directory, its data
 directory on a small tmpfs (so Tier 1 can be filled up) and its Tier 2 either a directory on a
 second tmpfs (``file``: it can be filled up, or remounted read-only for an outage) or S3 on a
-moto server in this process (``s3``: stopped and started again on the same port for an
+moto server in a process of its own (``s3``: stopped and started again on the same port for an
 outage; moto keeps its objects meanwhile). Where tmpfs cannot be mounted, the faults that need
 one are left out and the reason is reported. A running deployment (``--url``) can only be
 drilled through its API and the operator's kill command.
@@ -145,7 +145,7 @@ class SpawnedDeployment:
         if self.node is not None:
             await asyncio.to_thread(self.node.stop)
         if self._moto is not None:
-            await asyncio.to_thread(self._moto.stop)
+            await asyncio.to_thread(self._moto.close)
         if self._lazy is not None:
             await asyncio.to_thread(self._lazy.unmount)
         for disk in (self._tier1_disk, self._tier2_disk):

@@ -53,7 +53,7 @@ def moto() -> Iterator[MotoTier2]:
     try:
         yield server
     finally:
-        server.stop()
+        server.close()
 
 
 @pytest.fixture
