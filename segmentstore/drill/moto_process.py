@@ -7,6 +7,7 @@ stdout once done. The process ends when its stdin does (its parent is gone, or c
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -14,6 +15,8 @@ from typing import Any
 def main() -> None:
     from moto.server import ThreadedMotoServer
 
+    # A line per request on stderr otherwise, in the middle of the drill's own output.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     port = int(sys.argv[1])
     server: Any = None
     for line in sys.stdin:
