@@ -17,7 +17,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from doc_blocks import Block, blocks
 from served_store import ServedStore
 
 from segmentstore.jobs.standalone import StandaloneCluster
+from segmentstore.loopback import free_port
 
 from .conftest import frame, wait_until
 
@@ -91,12 +91,6 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
     finally:
         server.stop()
     return Prepared(root / "data", events)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def user_environment(bin_dir: Path, master: str | None) -> dict[str, str]:
