@@ -126,7 +126,9 @@ class ClusterNode(BaseModel):
 class ContainerOwner(BaseModel):
     id: int
     owner: str | None = Field(description="the node that holds it; null while it moves")
-    epoch: int | None = Field(description="its Tier 1 epoch under that owner")
+    epoch: int | None = Field(
+        description="its Tier 1 epoch under that owner; null while the owner still recovers it"
+    )
 
 
 class ClusterMap(BaseModel):

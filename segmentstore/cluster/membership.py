@@ -50,6 +50,7 @@ _JOIN_PATIENCE_S = 60.0  # how long a starting node waits for JetStream before i
 # its holder: the lease expires at the stream's leader a lease after its last renewal.
 _SELF_FENCE_LEASES = 0.75
 _USAGE_EVERY_TICKS = 16  # how often the deployment's JetStream consumers are counted (metrics)
+_SERVING = (ContainerStatus.RUNNING, ContainerStatus.READ_ONLY)  # its log is open at its epoch
 
 
 def _recent(since: float, tick_s: float) -> bool:
@@ -332,7 +333,11 @@ class ClusterMembership:
         for container in range(self._count):
             owner, epoch = None, None
             if container in self._held:
-                owner, epoch = self.node_id, self._store.container(container).epoch
+                # Until it has recovered, its epoch is not known yet (the log is opened at a
+                # new one): an old number here would read as an owner fenced out.
+                state = self._store.container(container)
+                owner = self.node_id
+                epoch = state.epoch if state.status in _SERVING else None
             else:
                 lease = self.view.leases.get(container)
                 if lease is not None and lease.owner != self.node_id:

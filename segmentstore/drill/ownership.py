@@ -14,6 +14,12 @@ owner never saw. (A new owner raises the epoch when it opens the container, befo
 it; an older owner's append sent before that may be acknowledged and is then in the log the new
 owner recovers from.) Samples are taken every ``interval_s``, so a node's epoch is looked for in
 its samples up to a few intervals after the answer.
+
+A node that takes a container over answers appends as soon as it has recovered, and may hand
+the container on again within one sampling interval, so that no sample shows its epoch (while
+it recovers, it shows none). Its epoch is above every epoch opened before it began to take the
+container: above every epoch seen before the last sample, answered before the append was sent,
+that showed it not holding the container. No epoch that low makes it stale.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import asyncio
 import bisect
 import contextlib
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,9 +43,23 @@ _SLACK_INTERVALS = 4
 
 @dataclass(frozen=True)
 class Claim:
-    at: float  # monotonic
+    at: float  # monotonic, when the node's answer came
     node: str
-    epoch: int
+    epoch: int | None  # None: it holds the container and still recovers it
+
+
+@dataclass
+class _Absences:
+    """When a node was seen not holding a container: for each such sample, when it was asked
+    and when it answered (the node looked at its containers in between)."""
+
+    asked: array[float]
+    answered: array[float]
+
+    def last_asked_before(self, at: float) -> float | None:
+        """When the last sample answered before ``at`` was asked."""
+        i = bisect.bisect_left(self.answered, at)
+        return self.asked[i - 1] if i else None
 
 
 class OwnershipSampler:
@@ -46,6 +67,7 @@ class OwnershipSampler:
         self._nodes = nodes
         self.interval_s = interval_s
         self.claims: dict[int, list[Claim]] = {}
+        self.absences: dict[tuple[int, str], _Absences] = {}  # (container, node)
         self.samples = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -68,13 +90,26 @@ class OwnershipSampler:
 
     async def _sample(self, client: httpx.AsyncClient, node: str, url: str) -> None:
         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+            asked = time.monotonic()
             view = (await client.get(f"{url}/v1/cluster")).json()
             at = time.monotonic()
             self.samples += 1
             for container in view["containers"]:
-                if container["owner"] == node and container["epoch"] is not None:
-                    claim = Claim(at, node, int(container["epoch"]))
-                    self.claims.setdefault(int(container["id"]), []).append(claim)
+                cid = int(container["id"])
+                if container["owner"] == node:
+                    epoch = container["epoch"]
+                    claim = Claim(at, node, None if epoch is None else int(epoch))
+                    self.claims.setdefault(cid, []).append(claim)
+                else:
+                    self.absent(cid, node, asked, at)
+
+    def absent(self, container: int, node: str, asked: float, answered: float) -> None:
+        """Record a sample of ``node``, asked and answered then, that did not hold it."""
+        absences = self.absences.get((container, node))
+        if absences is None:
+            absences = self.absences[container, node] = _Absences(array("d"), array("d"))
+        absences.asked.append(asked)
+        absences.answered.append(answered)
 
     def stale_acknowledgements(
         self,
@@ -98,6 +133,10 @@ class OwnershipSampler:
                     continue
                 rival = timeline.others_before(node, sent)
                 own = timeline.own_until(node, answered + slack)
+                absences = self.absences.get((container, node))
+                last_absent = absences.last_asked_before(sent) if absences else None
+                if last_absent is not None:
+                    own = max(own, timeline.any_before(last_absent) + 1)
                 if rival > own:
                     found.append(
                         f"{name}: append {key} acknowledged by {node} (epoch at most {own})"
@@ -108,7 +147,7 @@ class OwnershipSampler:
 
 class _Timeline:
     """One container's claims in time order, with running maxima of the epochs claimed by each
-    node and by everyone but it: each question is a binary search."""
+    node, by everyone but it and by anyone: each question is a binary search."""
 
     def __init__(self, claims: list[Claim]) -> None:
         ordered = sorted(claims, key=lambda c: c.at)
@@ -119,13 +158,15 @@ class _Timeline:
             own, others = -1, -1
             own_max, others_max = [], []
             for claim in ordered:
+                epoch = -1 if claim.epoch is None else claim.epoch
                 if claim.node == node:
-                    own = max(own, claim.epoch)
+                    own = max(own, epoch)
                 else:
-                    others = max(others, claim.epoch)
+                    others = max(others, epoch)
                 own_max.append(own)
                 others_max.append(others)
             self._own[node], self._others[node] = own_max, others_max
+        self._any = [max(row) for row in zip(*self._own.values(), strict=True)]
 
     def others_before(self, node: str, at: float) -> int:
         """The highest epoch another node was seen serving before ``at`` (-1: none)."""
@@ -134,9 +175,14 @@ class _Timeline:
             return -1
         if node in self._others:
             return self._others[node][i - 1]
-        return max(self._own[n][i - 1] for n in self._own)
+        return self._any[i - 1]
 
     def own_until(self, node: str, at: float) -> int:
         """The highest epoch ``node`` was seen serving up to ``at`` (-1: none)."""
         i = bisect.bisect_right(self._at, at)
         return -1 if i == 0 or node not in self._own else self._own[node][i - 1]
+
+    def any_before(self, at: float) -> int:
+        """The highest epoch any node was seen serving before ``at`` (-1: none)."""
+        i = bisect.bisect_left(self._at, at)
+        return -1 if i == 0 else self._any[i - 1]

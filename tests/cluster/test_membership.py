@@ -48,6 +48,36 @@ class Listener:
         self.sock.close()
 
 
+class EpochsShown:
+    """Reads a node's own ``/v1/cluster`` every few milliseconds while in use: the epochs it
+    shows for the containers it holds (None while it recovers one)."""
+
+    def __init__(self, url: str, node: str) -> None:
+        self.url, self.node = url, node
+        self.epochs: set[tuple[int, int | None]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+
+    def __enter__(self) -> EpochsShown:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _read(self) -> None:
+        with httpx.Client(timeout=2) as client:
+            while not self._stop.wait(0.02):
+                try:
+                    view = client.get(f"{self.url}/v1/cluster").json()
+                except (httpx.HTTPError, ValueError):
+                    continue  # not listening yet
+                self.epochs |= {
+                    (c["id"], c["epoch"]) for c in view["containers"] if c["owner"] == self.node
+                }
+
+
 @pytest.fixture
 def rogue_url() -> Iterator[Listener]:
     listener = Listener()
@@ -194,9 +224,15 @@ def test_a_death_and_a_return_move_only_what_they_must(nodes: StoreCluster) -> N
     without = owners(nodes)
     moved = {c for c in before if before[c] != without[c]}
     assert moved == {c for c, owner in before.items() if owner == victim}
-    nodes.start_node(victim).wait_listening(60)
-    nodes.wait_settled(90, nodes=3)
+    epochs_before = {c["id"]: c["epoch"] for c in nodes.cluster_map()["containers"]}
+    returned = nodes.start_node(victim).wait_listening(60)  # before it takes containers
+    with EpochsShown(returned, victim) as shown:
+        nodes.wait_settled(90, nodes=3)
     back = owners(nodes)
+    # While it recovered a container it took back, it showed no epoch, never an old one.
+    assert shown.epochs, "the returning node's map was never read"
+    old = {(c, e) for c, e in shown.epochs if e is not None and e <= epochs_before[c]}
+    assert not old, f"{victim} showed epochs not above the previous owner's: {old}"
     moved_back = {c for c in without if without[c] != back[c]}
     assert {back[c] for c in moved_back} == {victim}
     share = sum(1 for owner in back.values() if owner == victim)

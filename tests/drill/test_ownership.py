@@ -14,7 +14,7 @@ SEGMENT = "drill/segment-000"
 URLS = {"127.0.0.1:1001": "n1", "127.0.0.1:1002": "n2"}
 
 
-def _sampler(tmp_path: Path, claims: list[tuple[float, str, int]]) -> OwnershipSampler:
+def _sampler(tmp_path: Path, claims: list[tuple[float, str, int | None]]) -> OwnershipSampler:
     nodes = StoreNodes(tmp_path, [], "file:///x", prefix="t", containers=CONTAINERS, parent_env={})
     sampler = OwnershipSampler(nodes, interval_s=0.25)
     container = container_of(SEGMENT, CONTAINERS)
@@ -71,6 +71,49 @@ def test_an_owner_that_took_the_container_back_at_a_newer_epoch_is_not_stale(
     back = [*HANDOVER, *[(20.0 + t / 4, "n1", 5) for t in range(8)]]
     # n1 answered at 20.1, first seen at epoch 5 at 20.25: within the sampling slack.
     assert not _stale(_sampler(tmp_path, back), ("http://127.0.0.1:1001/x", None, 20.0, 20.1))
+
+
+# n2 serves at epoch 2; n1, seen not holding the container until t=10, takes it over (it shows
+# no epoch while it recovers), serves an append at t=12 at an epoch no sample shows, and hands
+# it back to n2 at epoch 4.
+BRIEF = (
+    [(t / 4, "n2", 2) for t in range(32)]
+    + [(10.5 + t / 4, "n1", None) for t in range(6)]
+    + [(12.5 + t / 4, "n2", 4) for t in range(8)]
+)
+
+
+def _absent_until(sampler: OwnershipSampler, node: str, until: float) -> None:
+    container = container_of(SEGMENT, CONTAINERS)
+    for t in range(int(until * 4) + 1):
+        sampler.absent(container, node, t / 4 - 0.01, t / 4)
+
+
+def test_a_node_that_served_between_two_samples_is_not_stale(tmp_path: Path) -> None:
+    sampler = _sampler(tmp_path, BRIEF)
+    _absent_until(sampler, "n1", 10.0)
+    # n1 opened the log after t=10, when n2 had been seen at epoch 2: its epoch is at least 3.
+    assert not _stale(sampler, ("http://127.0.0.1:1001/x", None, 12.0, 12.05))
+
+
+def test_an_owner_never_seen_without_the_container_gets_no_such_benefit(tmp_path: Path) -> None:
+    # n2 held it from the start at epoch 2 and n1 was seen at epoch 3 from t=10: an append n2
+    # answered after that is stale although no sample showed n2 without it, nor n1's takeover.
+    sampler = _sampler(tmp_path, [*BRIEF[:32], *[(10.0 + t / 4, "n1", 3) for t in range(8)]])
+    _absent_until(sampler, "n1", 9.0)
+    found = _stale(sampler, ("http://127.0.0.1:1002/x", None, 11.0, 11.05))
+    assert len(found) == 1 and "epoch at most 2" in found[0] and "epoch 3" in found[0]
+
+
+def test_an_epoch_seen_after_the_takers_last_absence_still_makes_it_stale(
+    tmp_path: Path,
+) -> None:
+    # n1 was last seen without the container at t=10; n2 was seen at epoch 5 at t=11 (n1 may
+    # have opened below it): an append n1 answered after t=11, at no epoch seen, is stale.
+    sampler = _sampler(tmp_path, [*BRIEF[:32], (11.0, "n2", 5)])
+    _absent_until(sampler, "n1", 10.0)
+    found = _stale(sampler, ("http://127.0.0.1:1001/x", None, 11.5, 11.55))
+    assert len(found) == 1 and "epoch at most 3" in found[0] and "epoch 5" in found[0]
 
 
 def test_an_append_answered_by_no_known_node_is_reported(tmp_path: Path) -> None:
