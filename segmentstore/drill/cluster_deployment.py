@@ -45,6 +45,7 @@ import httpx
 
 from segmentstore.bench.jetstream_cluster import JetStreamCluster, JetStreamNode
 from segmentstore.bench.store_nodes import StoreNode, StoreNodes
+from segmentstore.drill.deployment import flush_interval_ms
 from segmentstore.drill.moto_tier2 import URI as S3_URI
 from segmentstore.drill.moto_tier2 import MotoTier2
 from segmentstore.drill.network import DrillNetwork
@@ -55,8 +56,6 @@ from segmentstore.drill.spread import CLUSTER_URL, SpreadTransport
 CONTAINERS = 6  # two per node of the documented three
 _NO_TMPFS = "a cluster's Tier 1 is JetStream, not a local disk"
 _SETTINGS = {
-    # Tier 2 gets data within a fault's seconds, so fencing there is drilled too.
-    "SEGMENTSTORE_STORAGE_WRITER__FLUSH_INTERVAL_MS": "500",
     "SEGMENTSTORE_STORAGE_WRITER__RETRY_MAX_MS": "1000",
     "SEGMENTSTORE_STORE__RECOVERY_RETRY_MIN_MS": "200",
     "SEGMENTSTORE_STORE__RECOVERY_RETRY_MAX_MS": "2000",
@@ -114,6 +113,9 @@ class SpawnedCluster:
             env["SEGMENTSTORE_TIER2__OPTIONS"] = json.dumps(self._moto.options)
         else:
             uri = (self.work_dir / "tier2").as_uri()
+        # Tier 2 gets data within a fault's seconds, so fencing there is drilled too.
+        flush_key = "SEGMENTSTORE_STORAGE_WRITER__FLUSH_INTERVAL_MS"
+        env.setdefault(flush_key, str(flush_interval_ms(uri)))
         self.nodes = StoreNodes(
             self.work_dir / "nodes",
             self._jetstream.servers,
