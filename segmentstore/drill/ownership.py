@@ -166,7 +166,7 @@ class _Timeline:
                 own_max.append(own)
                 others_max.append(others)
             self._own[node], self._others[node] = own_max, others_max
-        self._any = [max(row) for row in zip(*self._own.values(), strict=True)]
+        self._any: list[int] = [max(row) for row in zip(*self._own.values(), strict=True)]
 
     def others_before(self, node: str, at: float) -> int:
         """The highest epoch another node was seen serving before ``at`` (-1: none)."""
