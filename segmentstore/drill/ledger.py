@@ -29,6 +29,7 @@ class Verdict:
     torn_bytes: int = 0
     duplicated: int = 0
     problems: list[str] = field(default_factory=list)
+    ends: dict[str, int] = field(default_factory=dict)  # segment -> how far it was read
 
     def add(self, other: Verdict) -> None:
         self.checked += other.checked
@@ -36,12 +37,15 @@ class Verdict:
         self.torn_bytes += other.torn_bytes
         self.duplicated += other.duplicated
         self.problems.extend(other.problems[: max(0, 20 - len(self.problems))])
+        self.ends.update(other.ends)
 
 
-def check(name: str, ledger: SegmentLedger, parsed: Parsed, length: int) -> Verdict:
-    """``parsed`` is the segment read whole up to ``length``; the ledger is a snapshot taken
-    before the read (everything in it was acknowledged before those bytes were read)."""
-    verdict = Verdict()
+def check(name: str, ledger: SegmentLedger, parsed: Parsed, length: int, start: int = 0) -> Verdict:
+    """``parsed`` is the segment read from ``start`` (a record boundary) up to ``length``; the
+    ledger is a snapshot taken before the read (everything in it was acknowledged before those
+    bytes were read). From a ``start`` past 0 only what lies beyond it is checked: the
+    acknowledged records there, and duplicates among the records read."""
+    verdict = Verdict(ends={name: length})
     if parsed.torn_at is not None:
         verdict.torn_bytes = length - parsed.torn_at
         verdict.problems.append(f"{name}: torn at {parsed.torn_at}: {parsed.reason}")
@@ -53,12 +57,14 @@ def check(name: str, ledger: SegmentLedger, parsed: Parsed, length: int) -> Verd
             verdict.duplicated += len(offsets) - 1
             verdict.problems.append(f"{name}: record {key} is there {len(offsets)} times")
     for key, (offset, _size) in ledger.acknowledged.items():
+        if offset < start:
+            continue
         if offset in at.get(key, ()):
             verdict.checked += 1
         else:
             verdict.lost += 1
             verdict.problems.append(f"{name}: acknowledged record {key} missing at {offset}")
-    for key in ledger.applied_elsewhere:
+    for key in ledger.applied_elsewhere if start == 0 else ():  # it may lie before start
         if key not in at:
             verdict.lost += 1
             verdict.problems.append(f"{name}: record {key} answered duplicate but is absent")

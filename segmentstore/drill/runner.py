@@ -6,9 +6,10 @@ shuffles), after a random pause (``pause_s``, one to four seconds by default) ea
 has had its turn, kinds are drawn at random until ``duration_s`` is over. A long drill (a soak,
 :data:`SOAK_S` or more) gives every kind a turn again in its last :data:`FINAL_ROUND_S`, so
 that recoveries at the end can be compared with those at the start. After each fault, once
-the store has healed, every segment is read back whole and checked against what the writers
-were told. Meanwhile the nodes' resources are sampled (:mod:`segmentstore.drill.resources`);
-one that keeps growing fails the drill.
+the store has healed, what was appended since the check before is read back and checked
+against what the writers were told; at the end every segment is read back whole. Meanwhile
+the nodes' resources are sampled (:mod:`segmentstore.drill.resources`); one that keeps growing
+fails the drill.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ async def _drill(
     first_round = kinds[:]
     rng.shuffle(first_round)
     final_round_at = options.duration_s - FINAL_ROUND_S if options.duration_s >= SOAK_S else None
+    checked_to: dict[str, int] = {}  # segment -> how far the checks after faults have read
     try:
         while kinds and (first_round or time.monotonic() - started < options.duration_s):
             pause = rng.uniform(*options.pause_s)
@@ -132,7 +134,11 @@ async def _drill(
                 f"healed from {kind}: {took}", _snapshot(report, load), time.monotonic() - started
             )
             if outcome.recovery_s is not None:
-                _merge(report, await _verify(load, client, options.max_recovery_s))
+                # What the previous checks read is read again only at the end: reading
+                # everything after every fault grows with the square of the run's length.
+                verdict = await _verify(load, client, options.max_recovery_s, checked_to)
+                checked_to.update(verdict.ends)
+                _merge(report, verdict)
         remaining = options.duration_s - (time.monotonic() - started)
         if remaining > 0:
             await _pause(remaining, started, options.duration_s, report, progress, load)
@@ -177,7 +183,8 @@ def _snapshot(report: DrillReport, load: Load) -> DrillReport:
 
 
 def _merge(report: DrillReport, verdict: Verdict) -> None:
-    # Each verification reads everything again: the worst one found is the truth.
+    # A check after a fault reads what was appended since the one before, the final check
+    # reads everything: the worst count any of them found is reported.
     report.lost = max(report.lost, verdict.lost)
     report.torn = max(report.torn, verdict.torn_bytes)
     report.duplicated = max(report.duplicated, verdict.duplicated)
@@ -186,9 +193,14 @@ def _merge(report: DrillReport, verdict: Verdict) -> None:
             report.problems.append(problem)
 
 
-async def _verify(load: Load, client: httpx.AsyncClient, timeout_s: float) -> Verdict:
+async def _verify(
+    load: Load,
+    client: httpx.AsyncClient,
+    timeout_s: float,
+    since: dict[str, int] | None = None,
+) -> Verdict:
     try:
-        return await verify_all(load, client, timeout_s)
+        return await verify_all(load, client, timeout_s, since)
     except VerifyError as error:
         verdict = Verdict()
         verdict.problems.append(f"could not verify: {error}")

@@ -7,6 +7,7 @@ import asyncio
 import copy
 import json
 import time
+from collections.abc import Mapping
 
 import httpx
 
@@ -44,8 +45,14 @@ async def _get(
         await asyncio.sleep(0.1)
 
 
-async def verify_all(load: Load, client: httpx.AsyncClient, timeout_s: float) -> Verdict:
-    """Every segment read back whole and checked against its ledger.
+async def verify_all(
+    load: Load,
+    client: httpx.AsyncClient,
+    timeout_s: float,
+    since: Mapping[str, int] | None = None,
+) -> Verdict:
+    """Every segment read back and checked against its ledger: whole, or with ``since`` (how
+    far each segment was read back and checked before) only from there on.
 
     Each read may be answered late or refused for up to ``timeout_s`` (it is asked again
     meanwhile): the whole takes as long as what was written takes to read, which after an
@@ -57,37 +64,45 @@ async def verify_all(load: Load, client: httpx.AsyncClient, timeout_s: float) ->
     unreadable: list[str] = []
     for name, live in load.ledgers.items():
         ledger = copy.deepcopy(live)  # before the read: all of it was acknowledged by then
+        start = (since or {}).get(name, 0)
         try:
-            data = await _read_whole(client, name, 0.0 if unreadable else timeout_s)
+            start, data = await _read_from(client, name, start, 0.0 if unreadable else timeout_s)
         except VerifyError as error:
             unreadable.append(f"{name} ({len(ledger.acknowledged)} acknowledged): {error}")
             continue
-        verdict.add(check(name, ledger, parse(data), len(data)))
+        end = start + len(data)
+        verdict.add(check(name, ledger, parse(data, base=start), end, start))
     if unreadable and len(unreadable) == len(load.ledgers):
         raise VerifyError("; ".join(unreadable[:3]))
     verdict.problems.extend(f"could not verify {why}" for why in unreadable[:10])
     return verdict
 
 
-async def _read_whole(client: httpx.AsyncClient, name: str, patience_s: float) -> bytes:
-    """The segment's bytes; none if it does not exist (a lost segment loses every append)."""
+async def _read_from(
+    client: httpx.AsyncClient, name: str, start: int, patience_s: float
+) -> tuple[int, bytes]:
+    """(where the read began, the segment's bytes from there): from ``start``, or from 0 if
+    the segment is now shorter than that (what was checked is gone: it is checked again, and
+    found lost); no bytes if it does not exist (a lost segment loses every append)."""
     info = await _get(client, segment_path(name), patience_s)
     if info is None:
-        return b""
+        return 0, b""
     length = int(json.loads(info)["length"])
+    if length < start:
+        start = 0
     data = bytearray()
-    while len(data) < length:
+    while start + len(data) < length:
         piece = await _get(
             client,
             segment_path(name) + ":read",
             patience_s,
-            offset=len(data),
-            max_length=min(_READ_BYTES, length - len(data)),
+            offset=start + len(data),
+            max_length=min(_READ_BYTES, length - start - len(data)),
         )
         if piece is None:
-            return b""
+            return 0, b""
         data += piece
-    return bytes(data[:length])
+    return start, bytes(data[: length - start])
 
 
 async def exactly_once_failures(load: Load, client: httpx.AsyncClient) -> list[str]:

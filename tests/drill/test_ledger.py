@@ -68,3 +68,21 @@ def test_the_report_fails_on_loss_or_a_slow_recovery() -> None:
     assert not report.passed
     report.faults[-1] = FaultRecord("kill", 9.0, None)
     assert not report.passed and report.to_json()["passed"] is False
+
+
+def test_a_check_from_an_offset_looks_only_beyond_it() -> None:
+    data, ledger = _segment()
+    start = ledger.acknowledged[(7, 3)][0]
+    verdict = check("s", ledger, parse(data[start:], base=start), len(data), start)
+    assert (verdict.checked, verdict.lost, verdict.torn_bytes) == (3, 0, 0)
+    assert verdict.ends == {"s": len(data)}
+    # What lies beyond is still checked: a record missing there is lost, a flipped byte torn.
+    ledger.acknowledged[(7, 9)] = (len(data), 50)
+    flipped = bytearray(data[start:])
+    flipped[-20] ^= 1
+    verdict = check("s", ledger, parse(bytes(flipped), base=start), len(data), start)
+    assert verdict.lost == 2 and verdict.torn_bytes == len(record(7, 5, 105))
+    # A duplicate answer's record may lie before the start: it is looked for only from 0.
+    ledger.applied_elsewhere.add((7, 1))
+    del ledger.acknowledged[(7, 9)]
+    assert check("s", ledger, parse(data[start:], base=start), len(data), start).lost == 0

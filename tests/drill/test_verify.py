@@ -1,0 +1,50 @@
+"""The drill's read-back against a real store (its HTTP app in this process): read whole, or
+only beyond what an earlier check read, and a record missing there is found lost."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+
+from segmentstore import SegmentStore
+from segmentstore.api.app import create_app
+from segmentstore.drill.load import Load, segment_path
+from segmentstore.drill.payload import record
+from segmentstore.drill.verify import verify_all
+
+NAME = "drill/segment-000"
+
+
+async def test_a_check_from_where_the_last_one_ended_reads_and_checks_only_the_rest(
+    tmp_path: Path,
+) -> None:
+    async with SegmentStore.open(tmp_path) as store:
+        transport = httpx.ASGITransport(app=create_app(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://store") as client:
+            load = Load(client, [NAME], writers=3, readers=0, payload_bytes=(100, 2000), seed=5)
+            await load.create_segments()
+            load.start()
+            await asyncio.sleep(0.5)
+            await load.stop()
+            ledger = load.ledgers[NAME]
+            whole = await verify_all(load, client, timeout_s=5)
+            assert whole.checked == len(ledger.acknowledged) > 10
+            assert (whole.lost, whole.torn_bytes, whole.duplicated) == (0, 0, 0)
+            first_end = whole.ends[NAME]
+            assert first_end == (await store.get_info(NAME)).length
+
+            # Two more appends; the next check reads only them.
+            for seq in (1, 2):
+                answer = await client.post(
+                    segment_path(NAME) + ":append", content=record(9, seq, 64)
+                )
+                ledger.acknowledged[(9, seq)] = (answer.json()["offset"], 88)
+            beyond = await verify_all(load, client, timeout_s=5, since=whole.ends)
+            assert (beyond.checked, beyond.lost) == (2, 0)
+            assert beyond.ends[NAME] == first_end + 2 * 88
+
+            # An acknowledged record that is not at its offset beyond the start is lost.
+            ledger.acknowledged[(9, 3)] = (first_end + 10, 88)
+            assert (await verify_all(load, client, timeout_s=5, since=whole.ends)).lost == 1
