@@ -235,6 +235,8 @@ class RingSyncs:
         # The eventfd read before this pairs with the kernel's signal after it filled the
         # completion ring.
         with self._lock:
+            if self._closed:
+                return []
             ring = self._cq_ring
             head = _U32.unpack_from(ring, self._cq_head)[0]
             tail = _U32.unpack_from(ring, self._cq_tail)[0]
@@ -262,13 +264,19 @@ class RingSyncs:
             if self._closed:
                 return
             self._closed = True
-            waiting = self._in_flight
-        # A sync under way ends before the log's files are closed.
-        if waiting:
-            with contextlib.suppress(OSError):
-                self._call(
-                    _IO_URING_ENTER, self._ring, 0, waiting, _IORING_ENTER_GETEVENTS, None, 0
-                )
+            # A sync under way ends before the log's files are closed. Waited for under the
+            # lock: the loop cannot reap it meanwhile (this wait would then never end).
+            if self._in_flight:
+                with contextlib.suppress(OSError):
+                    self._call(
+                        _IO_URING_ENTER,
+                        self._ring,
+                        0,
+                        self._in_flight,
+                        _IORING_ENTER_GETEVENTS,
+                        None,
+                        0,
+                    )
         # The reader goes before the eventfd's number can be reused, and only the loop's
         # thread may remove it.
         try:
