@@ -43,6 +43,7 @@ from segmentstore.bench.http_load import Load, run_python, run_wrk
 from segmentstore.bench.http_servers import (
     ServerProcess,
     prepare_store,
+    settle_disk,
     start_servers,
     store_process,
     wait_quiet,
@@ -142,6 +143,7 @@ def _round(
         row: dict[str, float] = {}
         for target in order:
             print(f"...   {case.title}: {target}, {case.connections} connections", flush=True)
+            settle_disk()
             figures = _measure_target(loadgen, servers[target], case, seconds, processes, base)
             row.update({f"{target}_{key}": value for key, value in figures.items()})
             if target == "store":
@@ -150,11 +152,13 @@ def _round(
         row["store_vs_asgi"] = row["store_req_per_s"] / max(row["asgi_req_per_s"], 1e-9)
         if case.key.startswith("append-"):
             print(f"...   {case.title}: embedded API", flush=True)
+            settle_disk()
             embedded = _embedded_mb_per_s(base, case, seconds)
             row["embedded_mb_per_s"] = embedded
             row["http_vs_embedded"] = row["store_mb_per_s"] / max(embedded, 1e-9)
         found[case.key] = row
     print("...   append-to-tail-read latency: store", flush=True)
+    settle_disk()
     found["tail"] = tail_latency_ms(servers["store"].url, TAIL_SAMPLES)
     return found
 

@@ -156,6 +156,13 @@ def wait_quiet(store_url: str) -> None:
             time.sleep(0.5)
 
 
+def settle_disk() -> None:
+    """Until the kernel has written back every dirty page: a measurement then does not pay
+    for the writes of the one before it (a case of 1 MiB appends leaves gigabytes behind,
+    and their writeback slows every fsync of the next case for seconds)."""
+    os.sync()
+
+
 def prepare_store(url: str) -> None:
     """The segments the cases append to, one of READ_SEGMENT_MIB MiB to read from, and the
     one whose tail is read."""
