@@ -69,6 +69,7 @@ def _lose_power_under_a_batch(root: Path, seed: int) -> dict[str, Any] | None:
             stdout=subprocess.PIPE,
             text=True,
         )
+        report = None
         try:
             assert writer.stdin is not None and writer.stdout is not None
             assert writer.stdout.readline() == "acked\n"
@@ -84,6 +85,9 @@ def _lose_power_under_a_batch(root: Path, seed: int) -> dict[str, Any] | None:
             report = mount.lose_power(seed)
         finally:
             writer.kill()
+            if report is None:
+                # A killed process cannot die while the mount holds its sync: end the mount.
+                mount.unmount()
             writer.wait()
             for pipe in (writer.stdin, writer.stdout):
                 if pipe is not None:
