@@ -26,6 +26,8 @@ from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1 import DurableDataLog, LocalDurableDataLog
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
 
+from .local_log_helpers import use_thread_syncs
+
 T = TypeVar("T")
 _PREFIXES = itertools.count()
 
@@ -174,13 +176,17 @@ class MemoryHarness(LogHarness):
             self.medium.refuse_writes = False
 
 
-# Another implementation joins the contract suite by adding its harness here.
-HARNESSES = ("jetstream", "local", "memory", "flaky-memory")
+# Another implementation joins the contract suite by adding its harness here. The local log
+# runs twice: with its syncs through an io_uring, and with the thread that runs
+# them where that is not available.
+HARNESSES = ("jetstream", "local", "local-thread-syncs", "memory", "flaky-memory")
 
 
 @pytest.fixture(params=HARNESSES)
 async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[LogHarness]:
-    if request.param == "local":
+    if request.param in ("local", "local-thread-syncs"):
+        if request.param == "local-thread-syncs":
+            use_thread_syncs(request.getfixturevalue("monkeypatch"))
         yield LocalHarness(tmp_path)
         return
     if request.param in ("memory", "flaky-memory"):

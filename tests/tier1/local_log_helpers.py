@@ -13,12 +13,21 @@ from segmentstore.tier1 import (
     LocalDurableDataLog,
     LogRecord,
 )
+from segmentstore.tier1.local import group_commit
 from segmentstore.tier1.local.record import HEADER, HEADER_SIZE, MAGIC
+from segmentstore.tier1.local.sync_requests import ThreadSyncs
 
 if TYPE_CHECKING:
-    pass
+    import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def use_thread_syncs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local logs opened from now on sync through a thread, as where there is no io_uring."""
+    monkeypatch.setattr(
+        group_commit, "open_sync_requests", lambda loop, done: ThreadSyncs(loop, done)
+    )
 
 
 def log_files(directory: Path) -> list[Path]:

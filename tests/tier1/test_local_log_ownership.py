@@ -36,6 +36,7 @@ from .local_log_helpers import (
     payloads,
     read_all,
     run_python,
+    use_thread_syncs,
 )
 
 # -- ownership --------------------------------------------------------------------------------
@@ -275,7 +276,20 @@ def tier1_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("tier1-")]
 
 
-async def test_close_stops_both_threads(tmp_path: Path) -> None:
+async def test_close_stops_the_writer_thread(tmp_path: Path) -> None:
+    # Syncs go through an io_uring here: no thread of ours runs them.
+    log = LocalDurableDataLog(tmp_path)
+    await log.open()
+    await log.append([b"x"])
+    assert tier1_threads() == ["tier1-writer"]
+    await log.close()
+    assert tier1_threads() == []
+
+
+async def test_close_stops_the_sync_thread_where_syncs_need_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_thread_syncs(monkeypatch)
     log = LocalDurableDataLog(tmp_path)
     await log.open()
     await log.append([b"x"])

@@ -1,17 +1,17 @@
 """Group commit: the append pipeline of a local log, from the event loop to disk and back.
 
-Three parties pass records along. Each one takes everything that piled up while it was busy::
+Records pass along. Each party takes everything that piled up while it was busy::
 
-    event loop          writer thread               syncer thread            event loop
-    append(): assign    take ALL queued records,    snapshot written_end,    resolve, in order,
-    the address, queue  header + CRC, writev, roll  fdatasync, report it     every future whose
-    a future            files, advance written_end  with one callback        record ends <= it
+    event loop          writer thread               the kernel               event loop
+    append(): assign    take ALL queued records,    fdatasync the file       resolve, in order,
+    the address, queue  header + CRC, writev, roll  (one request under       every future whose
+    a future            files, advance written_end  way, from the loop)      record ends <= it
 
-The writer never waits for an fdatasync (except once per file, when it rolls): while the syncer
-syncs what was written so far, the writer writes the next records, and one fdatasync covers
-every record written before it began. Hand-offs use a ``threading.Condition`` and the way back
-is one ``loop.call_soon_threadsafe`` per sync, because going through the default executor costs
-several times more loop time per round trip.
+The writer never waits for an fdatasync (except once per file, when it rolls): while one sync
+covers what was written so far, the writer writes the next records, and one fdatasync covers
+every record written before it began. The loop asks for each sync and hears it end on the loop
+(:mod:`sync_requests`: an io_uring, else a thread), so no thread of ours takes the
+GIL per sync.
 
 A shortcut: when the writer thread is parked with nothing queued, the event loop writes a small
 record itself (the ``writev`` into the page cache takes tens of microseconds), because a woken
@@ -36,11 +36,12 @@ from collections.abc import Sequence
 from segmentstore.tier1.errors import DataLogClosedError, DataLogWriteError
 from segmentstore.tier1.local.directory import LogDirectory
 from segmentstore.tier1.local.record import HEADER_SIZE, MAX_PAYLOAD, encode_header
+from segmentstore.tier1.local.sync_requests import SyncRequests, open_sync_requests
 from segmentstore.tier1.local.vectored_write import IOV_MAX, writev_all
 from segmentstore.tier1.log import Buffer
 
-# The writer hands a piece to the syncer at least every FLUSH_BYTES, so that with large
-# records the fdatasync of one piece overlaps the write of the next.
+# The writer reports a piece written at least every FLUSH_BYTES, so that with large records
+# the fdatasync of one piece overlaps the write of the next.
 FLUSH_BYTES = 2 * 1024 * 1024
 # Records up to this size are written by the event loop itself when the writer thread is idle.
 INLINE_MAX_BYTES = 256 * 1024
@@ -83,29 +84,31 @@ class GroupCommit:
         self._create_future = loop.create_future
 
         # Event loop thread only.
+        self._loop_thread = threading.get_ident()  # built on the loop
         self._next_address = end
         self._inflight: deque[tuple[int, asyncio.Future[int], int]] = deque()
         self._accepting = True
         self._failure: DataLogWriteError | None = None
         self._drained: asyncio.Future[None] | None = None
+        self._synced_end = end
+        self._syncing_to: int | None = None  # the target of the sync under way
+        self._syncs: SyncRequests = open_sync_requests(loop, self._on_synced)
 
-        # Shared between the threads, guarded by _lock. The writer waits on _work, the syncer
-        # on _written: two conditions on one lock, so that a notify wakes the right thread.
+        # Shared between the threads, guarded by _lock. The writer waits on _work.
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
-        self._written = threading.Condition(self._lock)
         self._pending: list[_Queued] = []
         self._writer_idle = False
-        self._syncer_idle = False
         self._writer_stopping = False
-        self._syncer_stopping = False
         self._written_end = end
         self._written_bytes = 0
         self._fd = fd
-        self._retired_fds: list[int] = []  # rolled away; the syncer closes them
+        self._retired_fds: list[int] = []  # rolled away; closed once no sync can be using them
         self._file_bases = list(file_bases)
         self._error: DataLogWriteError | None = None
         self._final_sync_allowed = False
+        self._sync_posted = False  # the writer thread asked the loop to look for a sync
+        self._syncs_closed = False
 
         # Writer thread only.
         self._file_base = self._file_bases[-1]
@@ -116,11 +119,9 @@ class GroupCommit:
         self._stop_lock = threading.Lock()
         self._stopped = False
         self._writer = threading.Thread(target=self._run_writer, name="tier1-writer", daemon=True)
-        self._syncer = threading.Thread(target=self._run_syncer, name="tier1-syncer", daemon=True)
 
     def start(self) -> None:
         self._writer.start()
-        self._syncer.start()
 
     # -- event loop side ---------------------------------------------------------------------
 
@@ -225,9 +226,10 @@ class GroupCommit:
     # -- shutdown (blocking: call from a worker thread) --------------------------------------
 
     def stop(self) -> None:
-        """Let the writer finish what is queued, then the syncer sync it; join both; close.
+        """Let the writer finish what is queued; join it; wait for a sync under way; close.
 
-        Idempotent, and safe to call from two threads at once (the second waits).
+        Idempotent, and safe to call from two threads at once (the second waits). What the
+        writer wrote after :meth:`drain` is not synced here: nobody waits for it.
         """
         with self._stop_lock:
             if self._stopped:
@@ -237,13 +239,13 @@ class GroupCommit:
                 self._work.notify()
             self._writer.join()
             with self._lock:
-                self._syncer_stopping = True
-                self._written.notify()
-            self._syncer.join()
-            for fd in [self._fd, *self._retired_fds]:
+                self._syncs_closed = True
+            self._syncs.close()
+            with self._lock:
+                fds, self._retired_fds = [self._fd, *self._retired_fds], []
+            for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-            self._retired_fds = []
             self._stopped = True
 
     # -- writer thread -----------------------------------------------------------------------
@@ -321,9 +323,7 @@ class GroupCommit:
         with self._lock:
             self._written_end = end
             self._written_bytes += nbytes
-            if self._syncer_idle:
-                self._syncer_idle = False
-                self._written.notify()
+        self._ask_for_sync()
 
     def _roll(self, base: int) -> None:
         # Sync the old file before the new one exists: then after a crash only the last file
@@ -334,7 +334,7 @@ class GroupCommit:
             raise _RollSyncError(self._error_from("fdatasync", e)) from e
         fd = self._directory.create_file(base)
         with self._lock:
-            # The syncer may be syncing the old fd right now: it closes it on its next round.
+            # A sync under way may be on the old fd: the loop closes it once none is.
             self._retired_fds.append(self._fd)
             self._fd = fd
             self._file_bases.append(base)
@@ -346,66 +346,76 @@ class GroupCommit:
             if self._error is None:
                 self._error = error
                 self._final_sync_allowed = final_sync_allowed
-            self._written.notify()
+        self._ask_for_sync()
 
-    # -- syncer thread -----------------------------------------------------------------------
-
-    def _run_syncer(self) -> None:
-        synced = self._written_end
-        try:
-            while True:
-                with self._lock:
-                    while (
-                        self._written_end == synced
-                        and not self._retired_fds
-                        and self._error is None
-                        and not self._syncer_stopping
-                    ):
-                        self._syncer_idle = True
-                        self._written.wait()
-                    self._syncer_idle = False
-                    target = self._written_end
-                    fd = self._fd
-                    retired, self._retired_fds = self._retired_fds, []
-                    error = self._error
-                    may_sync = error is None or self._final_sync_allowed
-                    stopping = self._syncer_stopping
-                progressed = False
-                if target > synced and may_sync:
-                    # Files rolled away were synced by the writer before the roll, so the
-                    # current file is the only one that can hold unsynced records.
-                    os.fdatasync(fd)
-                    synced = target
-                    progressed = True
-                for old in retired:
-                    with contextlib.suppress(OSError):
-                        os.close(old)
-                if error is not None:
-                    self._post(synced, error)
-                    return
-                if progressed:
-                    self._post(synced, None)
-                if stopping:
-                    return
-        except BaseException as e:
-            if isinstance(e, OSError):
-                failure = self._error_from("fdatasync", e)
-            else:
-                failure = DataLogWriteError(f"syncer thread died: {e!r}")
-            with self._lock:
-                # After a failed fdatasync the kernel may have dropped the dirty pages: a
-                # later sync could succeed without them, so nothing more is acknowledged.
-                if self._error is None:
-                    self._error = failure
-                self._final_sync_allowed = False
-                self._work.notify()
-                failure = self._error
-            self._post(synced, failure)
-
-    def _post(self, synced: int, error: DataLogWriteError | None) -> None:
-        # RuntimeError: the loop is closed, so nobody is waiting for these futures any more.
+    def _ask_for_sync(self) -> None:
+        """Have the loop look at what is written (from either thread)."""
+        if threading.get_ident() == self._loop_thread:
+            self._sync_if_due()
+            return
+        with self._lock:
+            if self._sync_posted:
+                return
+            self._sync_posted = True
+        # RuntimeError: the loop is closed, so nobody waits for these records any more.
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._on_progress, synced, error)
+            self._loop.call_soon_threadsafe(self._sync_if_due)
+
+    # -- syncing (event loop thread) ---------------------------------------------------------
+
+    def _sync_if_due(self) -> None:
+        """Start a sync of what is written, unless one is under way (its end calls this
+        again); report a failure once nothing more can be synced."""
+        if self._syncing_to is not None:
+            return
+        with self._lock:
+            if self._syncs_closed:
+                return
+            self._sync_posted = False
+            target = self._written_end
+            fd = self._fd
+            error = self._error
+            may_sync = error is None or self._final_sync_allowed
+            # No sync is under way and the writer has moved on from these: safe to close.
+            retired, self._retired_fds = self._retired_fds, []
+        for old in retired:
+            with contextlib.suppress(OSError):
+                os.close(old)
+        if target > self._synced_end and may_sync:
+            # Files rolled away were synced by the writer before the roll, so the current
+            # file is the only one that can hold unsynced records.
+            try:
+                self._syncs.submit(fd)
+            except OSError as e:
+                self._sync_failed(self._error_from("fdatasync", e))
+                return
+            self._syncing_to = target
+        elif error is not None:
+            self._on_progress(self._synced_end, error)
+
+    def _on_synced(self, code: int) -> None:
+        target = self._syncing_to
+        self._syncing_to = None
+        if target is None:
+            return
+        if code:
+            error = OSError(code, os.strerror(code))
+            self._sync_failed(self._error_from("fdatasync", error))
+            return
+        self._synced_end = target
+        self._on_progress(target, None)
+        self._sync_if_due()
+
+    def _sync_failed(self, failure: DataLogWriteError) -> None:
+        with self._lock:
+            # After a failed fdatasync the kernel may have dropped the dirty pages: a later
+            # sync could succeed without them, so nothing more is acknowledged.
+            if self._error is None:
+                self._error = failure
+            self._final_sync_allowed = False
+            self._work.notify()
+            failure = self._error
+        self._on_progress(self._synced_end, failure)
 
     def _error_from(self, operation: str, e: OSError) -> DataLogWriteError:
         return DataLogWriteError(
