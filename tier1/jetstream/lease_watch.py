@@ -77,6 +77,9 @@ class LeaseWatch:
         self._entries: dict[str, _Entry] = {}
         self._ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Python 3.11's asyncio.wait_for (in nats-py's calls) returns the result of a wait that
+        # ended as the task was cancelled, and drops the cancellation: the loops also look here.
+        self._stopping = False
         self._ignored_logged: dict[str, float] = {}
         self.consumers_created = 0  # for tests and metrics: one per (re)sync
         self.silent_resyncs = 0  # watchers replaced because they fell silent
@@ -95,6 +98,7 @@ class LeaseWatch:
             raise DataLogWriteError(f"cannot watch {self._bucket}: {self.failure or 'no answer'}")
 
     async def stop(self) -> None:
+        self._stopping = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -137,7 +141,7 @@ class LeaseWatch:
     async def _run(self) -> None:
         delay = 0.2
         short = 0  # first deliveries in a row that missed keys
-        while True:
+        while not self._stopping:
             watcher = None
             try:
                 watcher = await self._kv.watchall(inactive_threshold=CONSUMER_IDLE_S)
@@ -200,7 +204,7 @@ class LeaseWatch:
         # out of reach for CONSUMER_IDLE_S, and nats-py's re-subscription after the reconnect
         # never hears of it), so it is replaced now, not at the next resync.
         quiet_s = max(self.lease_ms / 1000, CONSUMER_IDLE_S)
-        while (left := until - time.monotonic()) > 0:
+        while (left := until - time.monotonic()) > 0 and not self._stopping:
             try:
                 entry = await watcher.updates(timeout=min(left, quiet_s))
             except TimeoutError:

@@ -161,6 +161,10 @@ class Publisher:
             await asyncio.sleep(0.005)
 
     async def stop(self) -> None:
+        # Failing first ends the pump's loops at their next turn even if the cancellation is
+        # lost: Python 3.11's asyncio.wait_for (in the pump and in nats-py's calls) returns the
+        # result of a wait that ended as the task was cancelled, and drops the cancellation.
+        self.fail(DataLogWriteError("data log closed with records unacknowledged"))
         if self._task is not None:
             self._task.cancel()
             # A pump that died was reported when it did (_on_pump_done failed every record):
@@ -170,7 +174,6 @@ class Publisher:
         if self._subscription is not None:
             with contextlib.suppress(NatsError):
                 await self._subscription.unsubscribe()
-        self.fail(DataLogWriteError("data log closed with records unacknowledged"))
 
     def fail(self, error: DataLogError) -> None:
         """Fail every record not yet acknowledged; the publisher accepts nothing more."""
