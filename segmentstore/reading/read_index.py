@@ -44,7 +44,7 @@ class SegmentReadIndex:
         "_deferred",
         "_max_entry",
         "_pins",
-        "_tail",
+        "_tail_waiters",
         "_tree",
         "storage_length",
     )
@@ -54,7 +54,9 @@ class SegmentReadIndex:
         self._clock = clock
         self._max_entry = max_entry_bytes
         self._tree: AvlTree[IndexEntry] = AvlTree()
-        self._tail: asyncio.Future[None] | None = None
+        # One future per waiting tail reader (a dict as an ordered set): a reader awaits its
+        # own and is woken in the loop's next turn, in the order the readers came.
+        self._tail_waiters: dict[asyncio.Future[None], None] = {}
         # Bytes below this are in Tier 2, so their entries may be evicted.
         self.storage_length = 0
         # While views handed out by pin_views are in use (a Tier 2 write in a worker thread),
@@ -232,18 +234,23 @@ class SegmentReadIndex:
 
     # -- tail readers ---------------------------------------------------------------------
 
-    def tail_changed(self) -> asyncio.Future[None]:
-        """A future completed at the segment's next change."""
-        if self._tail is None or self._tail.done():
-            self._tail = asyncio.get_running_loop().create_future()
-        return self._tail
+    def tail_waiter(self) -> asyncio.Future[None]:
+        """A future of the caller's own, completed at the segment's next change; the caller
+        hands it to :meth:`stop_waiting` when it stops waiting, woken or not."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._tail_waiters[waiter] = None
+        return waiter
+
+    def stop_waiting(self, waiter: asyncio.Future[None]) -> None:
+        self._tail_waiters.pop(waiter, None)
 
     def notify(self) -> None:
-        tail = self._tail
-        if tail is not None:
-            self._tail = None
-            if not tail.done():
-                tail.set_result(None)
+        waiters = self._tail_waiters
+        if waiters:
+            self._tail_waiters = {}
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
 
 class GenerationClock:

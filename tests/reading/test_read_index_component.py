@@ -135,16 +135,16 @@ async def test_a_full_cache_of_tier1_bytes_pushes_back(cache: FlakyCache) -> Non
 async def test_tail_readers_wake_on_a_change_and_not_on_a_fetch(cache: FlakyCache) -> None:
     index = index_over(cache)
     index.append(1000, b"x" * 100)  # the tail; below it, Tier 2
-    waiters = [index.tail_changed() for _ in range(3)]
-    assert len({id(w) for w in waiters}) == 1  # one future shared by every tail reader
+    waiters = [index.tail_waiter() for _ in range(3)]
     index.insert_fetched(0, b"y" * 10)  # readable already: no one is woken
     await asyncio.sleep(0)
-    assert not waiters[0].done()
+    assert not any(w.done() for w in waiters)
+    index.stop_waiting(waiters[2])  # gave up (its wait_ms ran out): not woken any more
     index.append(1100, b"z")
     await asyncio.sleep(0)
-    assert all(w.done() for w in waiters)
+    assert [w.done() for w in waiters] == [True, True, False]
     for change in (index.notify, index.drop):  # a seal or merge notifies; a delete drops
-        waiting = index.tail_changed()
+        waiting = index.tail_waiter()
         assert not waiting.done()
         change()
         assert waiting.done()
