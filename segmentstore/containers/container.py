@@ -376,14 +376,7 @@ class SegmentContainer(ContainerGauges):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return b""
-            index = self._effects.indexes[segment.id]
-            waiter = index.tail_waiter()
-            timer = asyncio.get_running_loop().call_later(remaining, _stop_waiting, waiter)
-            try:
-                await waiter
-            finally:
-                timer.cancel()
-                index.stop_waiting(waiter)
+            await self._effects.indexes[segment.id].wait_for_change(remaining)
 
     async def _read_tier2(self, segment: SegmentMetadata, offset: int, wanted: int) -> bytes:
         """A cache miss: the bytes are in Tier 2 (under the segment's manifest, or under a
@@ -447,9 +440,3 @@ class SegmentContainer(ContainerGauges):
     def segment_names(self) -> list[str]:
         self._readable()
         return list(self._durable.segments)
-
-
-def _stop_waiting(waiter: asyncio.Future[None]) -> None:
-    """A tail read's ``wait_ms`` ran out: it looks once more, then answers empty."""
-    if not waiter.done():
-        waiter.set_result(None)

@@ -234,15 +234,16 @@ class SegmentReadIndex:
 
     # -- tail readers ---------------------------------------------------------------------
 
-    def tail_waiter(self) -> asyncio.Future[None]:
-        """A future of the caller's own, completed at the segment's next change; the caller
-        hands it to :meth:`stop_waiting` when it stops waiting, woken or not."""
+    async def wait_for_change(self, timeout_s: float) -> None:
+        """Until the segment's next change, or ``timeout_s`` if that comes first."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._tail_waiters[waiter] = None
-        return waiter
-
-    def stop_waiting(self, waiter: asyncio.Future[None]) -> None:
-        self._tail_waiters.pop(waiter, None)
+        timer = waiter.get_loop().call_later(timeout_s, _give_up, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._tail_waiters.pop(waiter, None)
 
     def notify(self) -> None:
         waiters = self._tail_waiters
@@ -251,6 +252,11 @@ class SegmentReadIndex:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+
+def _give_up(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class GenerationClock:

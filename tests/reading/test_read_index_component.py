@@ -135,16 +135,17 @@ async def test_a_full_cache_of_tier1_bytes_pushes_back(cache: FlakyCache) -> Non
 async def test_tail_readers_wake_on_a_change_and_not_on_a_fetch(cache: FlakyCache) -> None:
     index = index_over(cache)
     index.append(1000, b"x" * 100)  # the tail; below it, Tier 2
-    waiters = [index.tail_waiter() for _ in range(3)]
+    waiting = [asyncio.create_task(index.wait_for_change(10)) for _ in range(2)]
+    expiring = asyncio.create_task(index.wait_for_change(0.01))
+    await asyncio.sleep(0)  # all three wait
     index.insert_fetched(0, b"y" * 10)  # readable already: no one is woken
-    await asyncio.sleep(0)
-    assert not any(w.done() for w in waiters)
-    index.stop_waiting(waiters[2])  # gave up (its wait_ms ran out): not woken any more
+    await asyncio.sleep(0.05)
+    assert expiring.done() and not any(w.done() for w in waiting)  # its timeout ended it
     index.append(1100, b"z")
-    await asyncio.sleep(0)
-    assert [w.done() for w in waiters] == [True, True, False]
+    await asyncio.wait_for(asyncio.gather(*waiting), 1)
     for change in (index.notify, index.drop):  # a seal or merge notifies; a delete drops
-        waiting = index.tail_waiter()
-        assert not waiting.done()
+        waiter = asyncio.create_task(index.wait_for_change(10))
+        await asyncio.sleep(0)
+        assert not waiter.done()
         change()
-        assert waiting.done()
+        await asyncio.wait_for(waiter, 1)
