@@ -13,9 +13,11 @@ import errno
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 _BALLAST = ".ballast"
+_REMOUNT_ATTEMPTS = 100  # 5 s
 
 
 class SmallDiskUnavailable(RuntimeError):
@@ -52,11 +54,18 @@ class SmallDisk:
     def set_read_only(self, read_only: bool) -> None:
         """Remount read-only (every write fails with ``EROFS``) or writable again."""
         mode = "ro" if read_only else "rw"
-        done = subprocess.run(
-            ["mount", "-o", f"remount,{mode}", str(self.path)], capture_output=True, text=True
-        )
-        if done.returncode != 0:
-            raise SmallDiskUnavailable(f"cannot remount {self.path} {mode}: {done.stderr.strip()}")
+        # The kernel refuses a read-only remount while a file is open for writing ("busy"):
+        # the store's Storage Writer holds one only for the moment of a chunk write.
+        for _ in range(_REMOUNT_ATTEMPTS):
+            done = subprocess.run(
+                ["mount", "-o", f"remount,{mode}", str(self.path)], capture_output=True, text=True
+            )
+            if done.returncode == 0:
+                return
+            if "busy" not in done.stderr:
+                break
+            time.sleep(0.05)
+        raise SmallDiskUnavailable(f"cannot remount {self.path} {mode}: {done.stderr.strip()}")
 
     def __enter__(self) -> SmallDisk:
         self.mount()

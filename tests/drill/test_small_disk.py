@@ -1,0 +1,33 @@
+"""The drill's small disk: a read-only remount waits out a file held open for writing."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
+
+
+def test_a_read_only_remount_waits_for_a_write_under_way(tmp_path: Path) -> None:
+    disk = SmallDisk(tmp_path / "disk", 1 << 20)
+    try:
+        disk.mount()
+    except SmallDiskUnavailable as reason:
+        pytest.skip(str(reason))
+    try:
+        # As the Storage Writer holds a chunk open while it writes: the kernel calls the
+        # mount busy until the file is closed.
+        fd = os.open(disk.path / "chunk", os.O_WRONLY | os.O_CREAT, 0o644)
+        closer = threading.Timer(0.3, os.close, (fd,))
+        closer.start()
+        disk.set_read_only(True)
+        closer.join()
+        with pytest.raises(OSError):
+            os.open(disk.path / "another", os.O_WRONLY | os.O_CREAT, 0o644)
+        disk.set_read_only(False)
+        os.close(os.open(disk.path / "another", os.O_WRONLY | os.O_CREAT, 0o644))
+    finally:
+        disk.unmount()
