@@ -19,6 +19,7 @@ from segmentstore.contracts.errors import SegmentStoreError
 from segmentstore.contracts.events import encode as encode_events
 from segmentstore.contracts.segment_info import AppendResult, SegmentInfo
 
+from . import answers
 from .errors import error_from_response
 from .reply import Answer
 from .results import ContainerState, EventsReadResult, ReadResult, SegmentPage
@@ -57,78 +58,6 @@ def segment_path(name: str, action: str | None = None) -> str:
     parts = [part.replace(".", "%2E") if part in (".", "..") else part for part in parts]
     path = "/v1/segments/" + "/".join(parts)
     return f"{path}:{action}" if action else path
-
-
-# -- decoders ---------------------------------------------------------------------------------
-
-
-def _info(response: Answer) -> SegmentInfo:
-    body = jsonlib.loads(response.content)
-    return SegmentInfo(
-        name=body["name"],
-        container=body["container"],
-        start_offset=body["start_offset"],
-        length=body["length"],
-        storage_length=body["storage_length"],
-        sealed=body["sealed"],
-        created_ms=body["created_ms"],
-        last_modified_ms=body["last_modified_ms"],
-        retention=dict(body["retention"]),
-        attributes=dict(body["attributes"]),
-    )
-
-
-def _appended(response: Answer) -> AppendResult:
-    body = jsonlib.loads(response.content)
-    return AppendResult(
-        offset=body["offset"],
-        length=body["length"],
-        duplicate=bool(body.get("duplicate", False)),
-        events=body.get("events"),
-    )
-
-
-def _segment_state(response: Answer) -> tuple[int, int, int, bool]:
-    headers = response.headers
-    return (
-        int(headers["Segment-Read-Offset"]),
-        int(headers["Segment-Start-Offset"]),
-        int(headers["Segment-Length"]),
-        headers["Segment-Sealed"] == "true",
-    )
-
-
-def _read(response: Answer) -> ReadResult:
-    offset, start, length, sealed = _segment_state(response)
-    data = response.content if response.status_code == 200 else b""
-    return ReadResult(data, offset, start, length, sealed)
-
-
-def _events_read(response: Answer) -> EventsReadResult:
-    offset, start, length, sealed = _segment_state(response)
-    data = response.content if response.status_code == 200 else b""
-    next_offset = int(response.headers["Segment-Next-Offset"])
-    return EventsReadResult(data, offset, next_offset, start, length, sealed)
-
-
-def _container(body: Mapping[str, Any]) -> ContainerState:
-    return ContainerState(
-        id=body["id"],
-        epoch=body["epoch"],
-        status=body["status"],
-        segments=body["segments"],
-        tier1_bytes=body["tier1_bytes"],
-        tier2_lag_bytes=body["tier2_lag_bytes"],
-        last_sequence=body["last_sequence"],
-    )
-
-
-def _field(key: str) -> Callable[[Answer], Any]:
-    return lambda response: jsonlib.loads(response.content)[key]
-
-
-def _nothing(response: Answer) -> None:
-    return None
 
 
 def outcome(call: Call[T], response: Answer) -> T:
@@ -183,7 +112,7 @@ def create_segment(
     return Call(
         "PUT",
         segment_path(name),
-        _info,
+        answers.info,
         json=body or None,
         ok=frozenset({201}),
         context={"name": name},
@@ -191,12 +120,14 @@ def create_segment(
 
 
 def get_info(name: str) -> Call[SegmentInfo]:
-    return Call("GET", segment_path(name), _info, idempotent=True, context={"name": name})
+    return Call("GET", segment_path(name), answers.info, idempotent=True, context={"name": name})
 
 
 def delete_segment(name: str) -> Call[None]:
     # Not retried after sending: a retry of a delete that was applied answers 404.
-    return Call("DELETE", segment_path(name), _nothing, ok=frozenset({204}), context={"name": name})
+    return Call(
+        "DELETE", segment_path(name), answers.nothing, ok=frozenset({204}), context={"name": name}
+    )
 
 
 def list_page(
@@ -216,7 +147,9 @@ def list_page(
 
 
 def seal(name: str) -> Call[SegmentInfo]:
-    return Call("POST", segment_path(name, "seal"), _info, idempotent=True, context={"name": name})
+    return Call(
+        "POST", segment_path(name, "seal"), answers.info, idempotent=True, context={"name": name}
+    )
 
 
 def truncate(name: str, offset: int) -> Call[SegmentInfo]:
@@ -224,7 +157,7 @@ def truncate(name: str, offset: int) -> Call[SegmentInfo]:
     return Call(
         "POST",
         segment_path(name, "truncate"),
-        _info,
+        answers.info,
         json={"offset": offset},
         idempotent=True,
         context={"name": name},
@@ -235,7 +168,7 @@ def merge(target: str, source: str) -> Call[AppendResult]:
     return Call(
         "POST",
         segment_path(target, "merge"),
-        _appended,
+        answers.appended,
         json={"source": source},
         context={"name": target},
     )
@@ -245,7 +178,7 @@ def begin_transaction(name: str) -> Call[str]:
     return Call(
         "POST",
         segment_path(name, "beginTransaction"),
-        _field("transaction"),
+        answers.field("transaction"),
         ok=frozenset({201}),
         context={"name": name},
     )
@@ -255,7 +188,7 @@ def get_attributes(name: str) -> Call[dict[str, int]]:
     return Call(
         "GET",
         segment_path(name, "attributes"),
-        _field("attributes"),
+        answers.field("attributes"),
         idempotent=True,
         context={"name": name},
     )
@@ -281,7 +214,7 @@ def update_attributes(
     return Call(
         "PATCH",
         segment_path(name, "attributes"),
-        _field("attributes"),
+        answers.field("attributes"),
         json={"updates": wire},
         idempotent=idempotent,
         context={"name": name},
@@ -293,7 +226,7 @@ def set_retention(name: str, retention: Mapping[str, int] | None) -> Call[Segmen
     return Call(
         "PUT",
         segment_path(name, "retention"),
-        _info,
+        answers.info,
         json=dict(retention or {}),
         idempotent=True,
         context={"name": name},
@@ -304,7 +237,7 @@ def offset_at(name: str, timestamp_ms: int) -> Call[int]:
     return Call(
         "GET",
         segment_path(name, "offsetAt"),
-        _field("offset"),
+        answers.field("offset"),
         params={"timestamp_ms": timestamp_ms},
         idempotent=True,
         context={"name": name},
@@ -336,7 +269,7 @@ def _append_call(
     return Call(
         "POST",
         segment_path(name, action),
-        _appended,
+        answers.appended,
         params=params,
         headers=headers,
         content=body if isinstance(body, bytes) else bytes(body),
@@ -384,7 +317,7 @@ def read(
     return Call(
         "GET",
         segment_path(name, "read"),
-        _read,
+        answers.read,
         params=params,
         idempotent=True,
         ok=frozenset({200, 204}),
@@ -404,7 +337,7 @@ def read_events(
     return Call(
         "GET",
         segment_path(name, "readEvents"),
-        _events_read,
+        answers.events_read,
         params=params,
         idempotent=True,
         ok=frozenset({200, 204}),
@@ -418,7 +351,7 @@ def read_events(
 
 def containers() -> Call[list[ContainerState]]:
     def decode(response: Answer) -> list[ContainerState]:
-        return [_container(c) for c in jsonlib.loads(response.content)["containers"]]
+        return [answers.container(c) for c in jsonlib.loads(response.content)["containers"]]
 
     return Call("GET", "/v1/containers", decode, idempotent=True)
 
@@ -428,7 +361,7 @@ def restart_container(container_id: int) -> Call[ContainerState]:
     return Call(
         "POST",
         f"/v1/containers/{container_id}:restart",
-        lambda response: _container(jsonlib.loads(response.content)),
+        lambda response: answers.container(jsonlib.loads(response.content)),
         context={"container": container_id},
     )
 
