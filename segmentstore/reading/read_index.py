@@ -238,7 +238,7 @@ class SegmentReadIndex:
         """Until the segment's next change, or ``timeout_s`` if that comes first."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._tail_waiters[waiter] = None
-        timer = waiter.get_loop().call_later(timeout_s, _give_up, waiter)
+        timer = waiter.get_loop().call_later(timeout_s, _wake, waiter)
         try:
             await waiter
         finally:
@@ -250,11 +250,11 @@ class SegmentReadIndex:
         if waiters:
             self._tail_waiters = {}
             for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+                _wake(waiter)
 
 
-def _give_up(waiter: asyncio.Future[None]) -> None:
+def _wake(waiter: asyncio.Future[None]) -> None:
+    """A change came, or the reader's time ran out: either way it looks again."""
     if not waiter.done():
         waiter.set_result(None)
 

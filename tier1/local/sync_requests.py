@@ -58,6 +58,7 @@ def open_sync_requests(loop: asyncio.AbstractEventLoop, done: SyncDone) -> SyncR
 
 _told_no_ring = False
 
+
 # -- io_uring ----------------------------------------------------------------------------------
 
 _IO_URING_SETUP, _IO_URING_ENTER, _IO_URING_REGISTER = 425, 426, 427  # every architecture
