@@ -30,11 +30,14 @@ class ContainerLease:
 @dataclass(frozen=True, slots=True)
 class Membership:
     """One read of the leases: the live nodes (id -> advertised URL), the held container
-    leases, and the containers whose lease was released on purpose (not merely expired)."""
+    leases, and the containers whose lease was released on purpose (not merely expired).
+    ``young``: the store was made less than a lease ago (first made, or made again after it
+    was lost), so a live holder may not have written its lease in it yet."""
 
     nodes: dict[str, str] = field(default_factory=dict)
     leases: dict[int, ContainerLease] = field(default_factory=dict)
     released: frozenset[int] = frozenset()
+    young: bool = False
 
 
 class LeaseStore(ABC):
@@ -75,6 +78,11 @@ class LeaseStore(ABC):
     async def release(self, lease: ContainerLease) -> None:
         """Give ``lease`` up, if it is still this holder's, so the next owner need not wait
         for it to expire."""
+
+    def view_current(self) -> bool:
+        """Whether :meth:`read` follows the store as it is now (a view pushed by a watcher
+        may lag behind a store that was lost and made again)."""
+        return True
 
     async def usage(self) -> tuple[int, int] | None:
         """(streams, consumers) the deployment has in the backend the leases live in, for

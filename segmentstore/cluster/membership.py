@@ -8,8 +8,13 @@ lease it holds, reads the whole membership, and moves towards the assignment of
   lease that was released, or that expired with its holder's node entry, is taken at once;
   one whose holder may still renew it (its node is alive, or JetStream was out of reach
   lately, so every lease may have expired at once) only when it is still free a tick later;
+  in a bucket made again less than a lease ago, one whose last holder has not written its
+  node entry in it yet only once the bucket is a lease old;
 * a container it holds that another live node should own, it hands over: it drains and stops
   it, then releases the lease;
+* a tick that cannot write this node's own lease (the bucket out of reach, or lost and not
+  made again yet) leaves the node not ready, and its map naming only what it serves itself,
+  until a tick writes it again: a node that holds no lease cannot vouch for anyone's;
 * a container whose lease it failed to renew (it expired and somebody took it), or whose
   Tier 1 or Tier 2 fenced it, it stops at once; so it does with every container whose lease
   it could not renew for :data:`_SELF_FENCE_LEASES` of a lease (JetStream out of reach, or
@@ -77,6 +82,7 @@ class ClusterMembership:
         self._renewed_at: dict[int, float] = {}  # container -> monotonic time of its last renewal
         self._ticks = 0
         self._free_since: dict[int, float] = {}
+        self._last_holder: dict[int, str] = {}  # the last node seen holding each container
         self._busy: dict[int, asyncio.Task[None]] = {}  # container -> take or hand-over
         self._task: asyncio.Task[None] | None = None
         self._watch: asyncio.Task[None] | None = None  # gives up what was not renewed in time
@@ -89,6 +95,10 @@ class ClusterMembership:
         # (streams, consumers) of the deployment in JetStream, as last counted, for /metrics
         self.jetstream_usage: tuple[int, int] | None = None
         self.joined = False
+        # Whether the last tick wrote this node's lease and renewed the containers' (else it
+        # holds no lease it can vouch for, and neither can it for anyone else's).
+        self.leases_held = False
+        self._held_at = -1e9  # monotonic time of the last tick that wrote the leases
 
     @property
     def container_count(self) -> int:
@@ -158,12 +168,15 @@ class ClusterMembership:
                 await self._tick()
             except DataLogError as error:
                 self._unreachable_at = time.monotonic()
+                self.leases_held = False
                 if not self._unreachable_logged:
                     log.warning("cannot reach the cluster's leases (retrying): %s", error)
                     self._unreachable_logged = True
             except Exception:  # a bug: logged, and the next tick tries again
                 log.exception("cluster tick failed")
             else:
+                if self._unreachable_logged:
+                    log.info("the cluster's leases are within reach again")
                 self._unreachable_logged = False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.tick_s)
@@ -178,7 +191,12 @@ class ClusterMembership:
         view = await self._leases.read()
         before, self.view = self.view, view
         self.joined = True
+        self.leases_held = True
+        self._held_at = time.monotonic()
+        if not self._leases.view_current():
+            return  # the bucket was made again and is not watched yet: decide nothing on it
         held = {c: lease.owner for c, lease in view.leases.items()}
+        self._last_holder.update(held)
         held.update((c, self.node_id) for c in self._held)
         wanted = assign(self._count, {*view.nodes, self.node_id}, held)
         now = time.monotonic()
@@ -249,6 +267,13 @@ class ClusterMembership:
                 if adopted is not None:
                     self._start_taking(container, adopted)
             return
+        if view.young and container not in view.released:
+            # The bucket was made again lately: a holder that has not written its node entry
+            # in it yet may not have written its container leases either (a live one does
+            # both in its next tick; a dead one's are taken once the bucket is a lease old).
+            holder = self._last_holder.get(container, self.node_id)
+            if holder != self.node_id and holder not in view.nodes:
+                return
         if container not in view.released and self._may_come_back(container, view, before):
             # Merely expired: its holder may be about to take it back (see the module doc).
             first = self._free_since.setdefault(container, now)
@@ -321,14 +346,24 @@ class ClusterMembership:
         url = self.view.nodes.get(lease.owner)
         return None if url is None else (lease.owner, url)
 
+    def sees_the_cluster(self) -> bool:
+        """Whether this node holds its own lease now (its last tick, less than half a lease
+        ago, wrote it) and sees the others' as they are."""
+        recent = time.monotonic() - self._held_at < self._leases.lease_ms / 2000
+        return self.leases_held and recent and self._leases.view_current()
+
     def ready(self) -> bool:
-        """Joined, and every container this node holds is running."""
-        if not self.joined or self._leaving:
+        """Joined, holding its own lease, seeing the others', and serving reads of every
+        container it holds (running, or read-only with Tier 1 full)."""
+        if not self.joined or self._leaving or not self.sees_the_cluster():
             return False
-        return all(self._store.container(c).status is ContainerStatus.RUNNING for c in self._held)
+        return all(self._store.container(c).status in _SERVING for c in self._held)
 
     def describe(self) -> dict[str, Any]:
-        """``GET /v1/cluster``: the nodes with their containers, and container -> owner."""
+        """``GET /v1/cluster``: the nodes with their containers, and container -> owner.
+        A node that cannot vouch for the leases (:meth:`sees_the_cluster`) names only
+        itself and what it serves."""
+        seen = self.sees_the_cluster()
         containers = []
         for container in range(self._count):
             owner, epoch = None, None
@@ -338,16 +373,17 @@ class ClusterMembership:
                 state = self._store.container(container)
                 owner = self.node_id
                 epoch = state.epoch if state.status in _SERVING else None
-            else:
+            elif seen:
                 lease = self.view.leases.get(container)
                 if lease is not None and lease.owner != self.node_id:
                     owner, epoch = lease.owner, lease.epoch
             containers.append({"id": container, "owner": owner, "epoch": epoch})
-        nodes = dict(self.view.nodes)
+        nodes = dict(self.view.nodes) if seen else {}
         if not self._leaving:
             nodes[self.node_id] = self.url
         return {
             "node": self.node_id,
+            "leases_held": seen,
             "nodes": [
                 {
                     "id": node,
