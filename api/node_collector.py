@@ -1,7 +1,9 @@
 """The node's own figures for ``/metrics``, read when Prometheus scrapes: whether it is ready
 (as ``/readyz`` says) and the room on the local file systems its tiers write to.
 
-- ``segmentstore_node_ready``: 1 while ``/readyz`` would answer 200;
+- ``segmentstore_node_ready``: 1 while ``/readyz`` would answer 200 (it serves reads);
+- ``segmentstore_node_writable``: 1 while it also takes writes (no container it holds is
+  read-only), as ``/healthz``'s ``writable`` says;
 - ``segmentstore_filesystem_avail_bytes`` and ``segmentstore_filesystem_size_bytes``, per
   ``tier`` (``tier1`` for the local write-ahead log, ``tier2`` for a ``file://`` Tier 2), and
   ``segmentstore_filesystem_read_only`` (1 when that file system is mounted read-only).
@@ -14,7 +16,7 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from segmentstore.api.readiness import readiness
+from segmentstore.api.readiness import readiness, writable
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.containers.disk_space import disk_space, local_tier_directories
 from segmentstore.store import SegmentStore
@@ -31,6 +33,11 @@ class NodeCollector(Collector):
             "segmentstore_node_ready",
             "1 while the node is ready (/readyz answers 200), else 0",
             int(readiness(self.store, self.cluster).ready),
+        )
+        yield GaugeMetricFamily(
+            "segmentstore_node_writable",
+            "1 while the node takes writes (ready, and no container it holds is read-only)",
+            int(writable(self.store, self.cluster)),
         )
         avail = GaugeMetricFamily(
             "segmentstore_filesystem_avail_bytes",
