@@ -29,7 +29,7 @@ from segmentstore.containers.parts import default_parts
 from segmentstore.containers.recoveries import Recoveries
 from segmentstore.containers.shared_tier2 import claim_shared_tier2
 from segmentstore.containers.status import ContainerStatus
-from segmentstore.containers.supervisor import ContainerSupervisor
+from segmentstore.containers.supervisor import ContainerSupervisor, stays_read_only
 from segmentstore.containers.tier1_logs import claim_shared_tier1, jetstream_options, tier1_log
 from segmentstore.contracts.attributes import AttributeUpdate
 from segmentstore.contracts.errors import (
@@ -56,6 +56,9 @@ from segmentstore.tier2 import Tier2Error, open_chunk_storage
 from segmentstore.writer.observed_chunk_storage import ObservedChunkStorage
 
 log = logging.getLogger(__name__)
+
+
+_SERVING_READS = (ContainerStatus.RUNNING, ContainerStatus.READ_ONLY)
 
 
 @lru_cache(maxsize=65536)
@@ -214,10 +217,16 @@ class SegmentStore:
 
     async def restart_container(self, container_id: int) -> SegmentContainer:
         """Stop a container and recover it in place; its epoch is then higher. Restarts of
-        one container run one at a time."""
+        one container run one at a time. A read-only container (Tier 1 full) is left serving
+        its reads, ``InsufficientStorageError``, while Tier 1 has less than
+        ``store.recovery_room_bytes`` free: its recovery would fail for want of room and
+        leave it serving nothing."""
         container = self.container(container_id)
         lock = self._restarts.setdefault(container_id, asyncio.Lock())
         async with lock:
+            refusal = stays_read_only(container, self.settings.store.recovery_room_bytes)
+            if refusal is not None:
+                raise refusal
             await container.stop()
             await self._recoveries.recover(container)
         return container
@@ -427,7 +436,7 @@ class SegmentStore:
         running (a page missing a recovering container's names would be wrong)."""
         if self.settings.cluster.enabled:
             for c in self.containers:
-                if c.id in self.owned and c.status is not ContainerStatus.RUNNING:
+                if c.id in self.owned and c.status not in _SERVING_READS:
                     raise ContainerUnavailableError(c.id, c.failure or c.status.value)
         names = sorted(
             n

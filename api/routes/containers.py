@@ -36,7 +36,7 @@ def containers_router(store: SegmentStore, cluster: ClusterMembership | None) ->
         "/{container_id}:restart",
         operation_id="restartContainer",
         response_model=ContainerView,
-        responses=error_responses(400, 404, 503),
+        responses=error_responses(400, 404, 503, 507),
         summary="Stop a container and recover it in place; answers once it runs again",
     )
     async def restart(container_id: str) -> Response:
