@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import FrameType
@@ -46,22 +46,35 @@ HAND_OVER_TIMEOUT_S = 15
 LEAVING_GRACE_S = 1.0
 
 
+async def start_node(store: SegmentStore, cluster: ClusterMembership | None) -> None:
+    """Start ``store`` (its containers then recover in the background: probes get /healthz
+    200 and /readyz 503 meanwhile, not a refusal) and join ``cluster``; if joining fails, the
+    store is closed again and the failure raised."""
+    await store.start(wait_for_recovery=False)
+    if cluster is not None:
+        try:
+            await cluster.start()
+        except BaseException:
+            await store.close()
+            raise
+
+
 def serving_app(
     store: SegmentStore,
     auth_tokens: Mapping[str, str] | None = None,
     cluster: ClusterMembership | None = None,
+    *,
+    started: bool = False,
 ) -> FastAPI:
-    """The app over an unstarted ``store`` that it starts and closes in its lifespan; with
-    ``cluster``, the node joins after the store starts and leaves before it closes."""
+    """The app over ``store``, which it closes in its lifespan: started already (``started``,
+    by :func:`start_node`) or started there; with ``cluster``, the node joins after the store
+    starts and leaves before it closes."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # uvicorn binds the port only once this returns: the containers recover in the
-        # background, so probes get /healthz 200 and /readyz 503 meanwhile, not a refusal.
-        await store.start(wait_for_recovery=False)
+        if not started:
+            await start_node(store, cluster)
         try:
-            if cluster is not None:
-                await cluster.start()
             yield
         finally:
             if cluster is not None:
@@ -160,13 +173,20 @@ async def serve(
     cluster: ClusterMembership | None = None,
     max_header_bytes: int = MAX_HEADER_BYTES,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    on_started: Callable[[], None] | None = None,
 ) -> None:
     """Serve ``store`` (unstarted) until SIGTERM or SIGINT; returns once it is closed.
+    ``on_started`` is called once the store has started (and the node joined its cluster).
 
     ``sockets``, if given, are already bound listening sockets to serve on instead of
-    ``host``/``port`` (tests bind port 0 to learn the port before serving).
+    ``host``/``port`` (``segmentstore serve`` binds its port before anything else). The store
+    is started and the cluster joined before uvicorn runs: a failure to start is raised here,
+    as it is, for the caller to tell (rather than become uvicorn's lifespan traceback).
     """
-    app = serving_app(store, auth_tokens, cluster)
+    await start_node(store, cluster)
+    if on_started is not None:
+        on_started()
+    app = serving_app(store, auth_tokens, cluster, started=True)
     config = server_config(
         app,
         host,

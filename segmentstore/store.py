@@ -44,7 +44,7 @@ from segmentstore.contracts.events import encode
 from segmentstore.contracts.mapping import container_of
 from segmentstore.contracts.names import transaction_name, validate_int64, validate_segment_name
 from segmentstore.contracts.segment_info import AppendResult, EventsRead, SegmentInfo
-from segmentstore.data_dir import claim_data_dir
+from segmentstore.data_dir import claim_data_dir, lock_data_dir, unlock_data_dir
 from segmentstore.logs.observed_data_log import observed
 from segmentstore.observations import Observations
 from segmentstore.reading.cache_manager import CacheManager
@@ -140,13 +140,18 @@ class SegmentStore:
         """
         data_dir = self.settings.store.data_dir
         uri = self.settings.tier2_uri()
+        # First, a second process over the directory stops here (on JetStream it holds nothing).
+        self._data_dir_lock = (
+            await asyncio.to_thread(lock_data_dir, data_dir) if self._jetstream is None else None
+        )
+        storage = None
         try:
-            storage = await asyncio.to_thread(
-                open_chunk_storage, uri, options=self.settings.tier2.backend_options()
-            )
-        except Tier2Error as error:
-            raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
-        try:
+            try:
+                storage = await asyncio.to_thread(
+                    open_chunk_storage, uri, options=self.settings.tier2.backend_options()
+                )
+            except Tier2Error as error:
+                raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
             if self._jetstream is None:
                 await adopt_orphaned_tier2(storage, self.settings)
                 await asyncio.to_thread(claim_data_dir, data_dir, self._count)
@@ -156,7 +161,9 @@ class SegmentStore:
                     secret = self.settings.cluster.secret_bytes()
                     await claim_shared_tier2(self._jetstream, storage, storage.uri, secret)
         except BaseException:
-            await asyncio.to_thread(storage.close)
+            if storage is not None:
+                await asyncio.to_thread(storage.close)
+            unlock_data_dir(self._data_dir_lock)
             raise
         cache = self.settings.cache
         self.cache_manager = CacheManager(
@@ -214,6 +221,7 @@ class SegmentStore:
             await asyncio.gather(*(c.stop() for c in self.containers))
             self.cache_manager.cache.close()
             await asyncio.to_thread(self.tier2.storage.close)
+            unlock_data_dir(self._data_dir_lock)
 
     async def restart_container(self, container_id: int) -> SegmentContainer:
         """Stop a container and recover it in place; its epoch is then higher. Restarts of
