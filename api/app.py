@@ -17,6 +17,7 @@ middlewares has anything to do for the request; every other request passes, oute
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 
@@ -90,7 +91,7 @@ def create_app(
         # Paths with a trailing "/" are names (an empty one is 400 invalid_name), not typos.
         redirect_slashes=False,
     )
-    metrics = Metrics()
+    metrics = Metrics(node_name(store, cluster))
     metrics.watch(store)
     metrics.registry.register(NodeCollector(store, cluster))
     install_error_handlers(app)
@@ -115,6 +116,7 @@ def create_app(
     routes: list[BaseRoute] = [r for r in app.router.routes if isinstance(r, Route)]
     routes += [r for router, _ in routers for r in router.routes]
     app.state.routes = routes
+    metrics.expect_routes(routes)
 
     # add_middleware wraps what is there: the last added is the outermost.
     app.add_middleware(AppendFastPath, store=store, metrics=metrics)
@@ -131,6 +133,13 @@ def create_app(
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
     app.front_door = FrontDoor(store, metrics, auth_tokens, cluster)
     return app
+
+
+def node_name(store: SegmentStore, cluster: ClusterMembership | None) -> str:
+    """This node's name for its metrics: its id in the cluster, or the host's name."""
+    if cluster is not None:
+        return cluster.node_id
+    return store.settings.cluster.node_id or socket.gethostname().split(".")[0]
 
 
 def forwarding_session(store: SegmentStore, cluster: ClusterMembership | None) -> ForwardingSession:
