@@ -43,7 +43,7 @@ from segmentstore.containers.status import ContainerStatus
 from segmentstore.settings import Settings
 from segmentstore.store import SegmentStore
 from segmentstore.tier1 import DataLogError
-from segmentstore.tier1.leases import ContainerLease, LeaseStore, Membership
+from segmentstore.tier1.leases import BackendUsage, ContainerLease, LeaseStore, Membership
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,11 @@ class ClusterMembership:
         self._ticks = 0
         self._free_since: dict[int, float] = {}
         self._last_holder: dict[int, str] = {}  # the last node seen holding each container
+        # node -> (URL, wall-clock ms) of every node seen alive since this one started and not
+        # seen leaving: one that is no longer alive is missing (dead, or cut off), not gone
+        self._seen: dict[str, tuple[str, int]] = {}
+        # container -> times this node took it over from another node and recovered it
+        self.takeovers: dict[int, int] = {}
         self._busy: dict[int, asyncio.Task[None]] = {}  # container -> take or hand-over
         self._task: asyncio.Task[None] | None = None
         self._watch: asyncio.Task[None] | None = None  # gives up what was not renewed in time
@@ -92,8 +97,9 @@ class ClusterMembership:
         self._unreachable_at = -1e9  # when a tick last failed to reach the leases
         self.view = Membership()  # the last read, with this node's own changes since
         self.moves = {"taken": 0, "handed_over": 0, "lost": 0}  # for /metrics
-        # (streams, consumers) of the deployment in JetStream, as last counted, for /metrics
-        self.jetstream_usage: tuple[int, int] | None = None
+        # The deployment's streams, consumers and missing replicas in JetStream, as last
+        # counted, for /metrics
+        self.jetstream_usage: BackendUsage | None = None
         self.joined = False
         # Whether the last tick wrote this node's lease and renewed the containers' (else it
         # holds no lease it can vouch for, and neither can it for anyone else's).
@@ -197,6 +203,10 @@ class ClusterMembership:
             return  # the bucket was made again and is not watched yet: decide nothing on it
         held = {c: lease.owner for c, lease in view.leases.items()}
         self._last_holder.update(held)
+        now_ms = int(time.time() * 1000)
+        self._seen.update((node, (url, now_ms)) for node, url in view.nodes.items())
+        for node in view.left:
+            self._seen.pop(node, None)
         held.update((c, self.node_id) for c in self._held)
         wanted = assign(self._count, {*view.nodes, self.node_id}, held)
         now = time.monotonic()
@@ -288,6 +298,8 @@ class ClusterMembership:
         self._held[container] = lease
         self._renewed_at[container] = time.monotonic()
         self.moves["taken"] += 1
+        if self._last_holder.get(container, self.node_id) != self.node_id:
+            self.takeovers[container] = self.takeovers.get(container, 0) + 1  # from another node
         log.info("took the lease of container %d: recovering it", container)
         self._begin(container, self._take(container))
 
@@ -360,9 +372,10 @@ class ClusterMembership:
         return all(self._store.container(c).status in _SERVING for c in self._held)
 
     def describe(self) -> dict[str, Any]:
-        """``GET /v1/cluster``: the nodes with their containers, and container -> owner.
-        A node that cannot vouch for the leases (:meth:`sees_the_cluster`) names only
-        itself and what it serves."""
+        """``GET /v1/cluster``: the nodes with their containers, container -> owner, and the
+        nodes seen alive since this one started that are no longer (``missing``: dead or
+        cut off; a node that left on purpose is forgotten). A node that cannot vouch for the
+        leases (:meth:`sees_the_cluster`) names only itself and what it serves."""
         seen = self.sees_the_cluster()
         containers = []
         for container in range(self._count):
@@ -381,9 +394,15 @@ class ClusterMembership:
         nodes = dict(self.view.nodes) if seen else {}
         if not self._leaving:
             nodes[self.node_id] = self.url
+        missing = [
+            {"id": node, "url": url, "last_seen_ms": at}
+            for node, (url, at) in sorted(self._seen.items())
+            if seen and node not in nodes and node != self.node_id
+        ]
         return {
             "node": self.node_id,
             "leases_held": seen,
+            "missing": missing,
             "nodes": [
                 {
                     "id": node,

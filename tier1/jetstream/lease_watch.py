@@ -134,12 +134,15 @@ class LeaseWatch:
         nodes: dict[str, str] = {}
         leases: dict[int, ContainerLease] = {}
         released: set[int] = set()
+        left: set[str] = set()
         for key, entry in self._entries.items():
             if entry.expires_at <= now:
                 continue
             fields = entry.fields
             if key.startswith(NODE):
-                if not fields.get("left") and isinstance(fields.get("url"), str):
+                if fields.get("left"):
+                    left.add(key[len(NODE) :])
+                elif isinstance(fields.get("url"), str):
                     nodes[key[len(NODE) :]] = fields["url"]
             elif key.startswith(CONTAINER) and key[len(CONTAINER) :].isdigit():
                 container = int(key[len(CONTAINER) :])
@@ -156,7 +159,7 @@ class LeaseWatch:
         young = self._created is not None and (
             (datetime.now(UTC) - self._created).total_seconds() < self.lease_ms / 1000
         )
-        return Membership(nodes, leases, frozenset(released), young)
+        return Membership(nodes, leases, frozenset(released), young, frozenset(left))
 
     # -- following the bucket ------------------------------------------------------------------
 

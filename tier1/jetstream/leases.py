@@ -44,7 +44,7 @@ from segmentstore.tier1.jetstream.lease_watch import CONTAINER, NODE, LeaseWatch
 from segmentstore.tier1.jetstream.log import connect_or_raise, epoch_bucket, key_value_bucket
 from segmentstore.tier1.jetstream.nats_errors import describe
 from segmentstore.tier1.jetstream.options import JetStreamOptions
-from segmentstore.tier1.leases import ContainerLease, LeaseStore, Membership
+from segmentstore.tier1.leases import BackendUsage, ContainerLease, LeaseStore, Membership
 from segmentstore.tier1.signing import Signer
 
 log = logging.getLogger(__name__)
@@ -289,11 +289,11 @@ class JetStreamLeases(LeaseStore):
 
         await self._call(f"release the lease of container {lease.container}", update)
 
-    async def usage(self) -> tuple[int, int]:
-        """(streams, consumers) that this deployment (its stream prefix) has in JetStream:
-        Tier 1's streams and the key-value buckets, and every consumer of theirs."""
+    async def usage(self) -> BackendUsage:
+        """What this deployment (its stream prefix) has in JetStream: Tier 1's streams and
+        the key-value buckets, every consumer of theirs, and their replicas out of service."""
         prefixes = (f"{self._options.stream_prefix}-", f"KV_{self._options.stream_prefix}-")
-        streams = consumers = 0
+        streams = consumers = missing = 0
         async with self._translated("count the deployment's streams"):
             offset = 0
             while True:
@@ -302,9 +302,10 @@ class JetStreamLeases(LeaseStore):
                     if info.config.name.startswith(prefixes):
                         streams += 1
                         consumers += int(info.state.consumer_count)
+                        missing += _replicas_missing(info)
                 offset += len(page)
                 if len(page) < _STREAM_LIST_PAGE:
-                    return streams, consumers
+                    return BackendUsage(streams, consumers, missing)
 
     def _log_impostor(self, subjects: list[str] | None) -> None:
         now = time.monotonic()
@@ -380,3 +381,15 @@ def _bucket_missing(error: BaseException) -> bool:
     if isinstance(error, NoStreamResponseError | NoRespondersError):
         return True
     return isinstance(error, JsNotFoundError) and getattr(error, "err_code", None) == 10059
+
+
+def _replicas_missing(info: Any) -> int:
+    """How many of a stream's replicas are not in service: its leader (if it has none) and
+    each follower that is offline or not current with the leader."""
+    cluster = info.cluster
+    wanted = int(info.config.num_replicas or 1)
+    if cluster is None:
+        return 0  # a server that is not clustered: one replica, itself
+    serving = 1 if cluster.leader else 0
+    serving += sum(1 for peer in cluster.replicas or () if peer.current and not peer.offline)
+    return max(0, wanted - serving)
