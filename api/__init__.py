@@ -1,8 +1,8 @@
 """The HTTP API of docs/api.md over the embedded store: FastAPI and uvicorn live here only.
 
 :func:`segmentstore.api.app.create_app` builds the app over a store its caller owns;
-:func:`segmentstore.api.server.serve` runs it with uvicorn, starting and closing the store in the
-lifespan.
+:func:`segmentstore.api.server.serve` starts the store, then runs it with uvicorn and closes the
+store in the lifespan.
 """
 
 from segmentstore.api.app import create_app

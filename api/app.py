@@ -2,9 +2,10 @@
 
 ``create_app`` wires the routes, the one error mapping and the middlewares around a store
 that the caller owns: the caller starts it before requests arrive and closes it after (see
-:mod:`segmentstore.api.server`, which does both in the ASGI lifespan). The data routes are
-answered first by the front door (:mod:`segmentstore.api.front_door`) whenever none of the
-middlewares has anything to do for the request; every other request passes, outermost first:
+:mod:`segmentstore.api.server`, which starts it first and closes it in the ASGI lifespan).
+The data routes are answered first by the front door (:mod:`segmentstore.api.front_door`)
+whenever none of the middlewares has anything to do for the request; every other request
+passes, outermost first:
 
 1. metrics (times everything, refusals included), and the 503 for a request cut off because
    the server is stopping (:mod:`segmentstore.api.stopping`);
