@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from segmentstore.api.errors import BodyTooLarge, error_response
+from segmentstore.api.errors import RefusedBody, error_response
 from segmentstore.api.metrics import Metrics
 from segmentstore.contracts.errors import InvalidArgumentError, SegmentStoreError
 from segmentstore.store import SegmentStore
@@ -147,7 +147,7 @@ class AppendFastPath:
         except SegmentStoreError as error:
             await error_response(error)(scope, receive, send)
             return
-        except BodyTooLarge as error:
+        except RefusedBody as error:
             await error_response(error.error)(scope, receive, send)
             return
         content = encode_answer(answer)
