@@ -27,7 +27,9 @@ from segmentstore.client import SegmentStoreClient
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 60.0
 QUIET_TIMEOUT_S = 60.0
-_RUNNING_ON = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+# uvicorn's own line for a port it bound (the baselines), or the store's for the one it binds
+# itself before it starts.
+_RUNNING_ON = re.compile(r"(?:Uvicorn running on|listening on) http://127\.0\.0\.1:(\d+)")
 
 # -- the servers ----------------------------------------------------------------------------
 
