@@ -56,21 +56,15 @@ def listen(host: str, port: int) -> socket.socket:
 
 def explain(error: BaseException) -> StartupFailure:
     """``error``, raised while the node started, as the line to print. The store's own
-    refusals (``SegmentStoreError``s: a data directory that cannot be used, Tier 1 lost, a
-    Tier 2 that is not the cluster's, ...) are worded for a person already; Tier 1's errors
-    name what could not be reached; anything else is a bug, and says where its traceback is."""
+    refusals (``SegmentStoreError``s: a data directory that cannot be used, Tier 1 lost,
+    JetStream out of reach, a Tier 2 that is not the cluster's, ...) are worded for a person
+    already; anything else is a bug, and says where its traceback is."""
     from segmentstore.contracts.errors import SegmentStoreError
-    from segmentstore.tier1 import DataLogError
 
     if isinstance(error, StartupFailure):
         return error
     if isinstance(error, SegmentStoreError):
         return StartupFailure(error.message)
-    if isinstance(error, DataLogError):
-        return StartupFailure(
-            f"{error}: check that the JetStream servers run and that tier1.jetstream.servers"
-            " (--nats) and the credentials name them"
-        )
     if isinstance(error, OSError):
         where = f" ({error.filename})" if error.filename else ""
         return StartupFailure(

@@ -40,6 +40,7 @@ from segmentstore.cluster.assignment import assign
 from segmentstore.cluster.secret import ClusterSecret
 from segmentstore.containers.failures import is_fenced
 from segmentstore.containers.status import ContainerStatus
+from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.settings import Settings
 from segmentstore.store import SegmentStore
 from segmentstore.tier1 import DataLogError
@@ -129,7 +130,11 @@ class ClusterMembership:
             except DataLogError as error:
                 await self._leases.close()
                 if time.monotonic() + delay > deadline:
-                    raise
+                    raise InvalidArgumentError(
+                        f"cannot join the cluster within {_JOIN_PATIENCE_S:.0f} s: {error}: check"
+                        " that the JetStream servers run and that tier1.jetstream.servers"
+                        " (--nats) and the credentials name them"
+                    ) from error
                 log.warning("cannot join the cluster yet, trying again in %.1f s: %s", delay, error)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
