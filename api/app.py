@@ -93,6 +93,7 @@ def create_app(
         redirect_slashes=False,
     )
     metrics = Metrics(node_name(store, cluster))
+    app.state.metrics = metrics  # the server adds the figures of the connections it holds
     metrics.watch(store)
     metrics.registry.register(NodeCollector(store, cluster))
     install_error_handlers(app)

@@ -32,6 +32,11 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from segmentstore.api.app import create_app
+from segmentstore.api.connection_limits import (
+    ConnectionLimits,
+    ConnectionLimitsCollector,
+    descriptor_budget,
+)
 from segmentstore.api.http_protocol import limited_protocol
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.store import SegmentStore
@@ -41,6 +46,7 @@ log = logging.getLogger(__name__)
 GRACEFUL_TIMEOUT_S = 10
 MAX_HEADER_BYTES = 64 * 1024
 BODY_TIMEOUT_S = 30.0
+HEAD_TIMEOUT_S = 10.0
 # A node stopping gracefully gives its containers this long to drain and move.
 HAND_OVER_TIMEOUT_S = 15
 LEAVING_GRACE_S = 1.0
@@ -134,15 +140,18 @@ def server_config(
     uvicorn_logging: bool = True,
     max_header_bytes: int = MAX_HEADER_BYTES,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+    connection_limits: ConnectionLimits | None = None,
 ) -> uvicorn.Config:
     """uvicorn's settings for the app. ``uvicorn_logging``: uvicorn's own log handlers and
-    format; False leaves its records to the root logger's handlers. ``max_header_bytes`` and
-    ``body_timeout_s``: the limits of :mod:`segmentstore.api.http_protocol`."""
+    format; False leaves its records to the root logger's handlers. ``max_header_bytes``,
+    ``body_timeout_s``, ``head_timeout_s`` and ``connection_limits``: the limits of
+    :mod:`segmentstore.api.http_protocol`."""
     return uvicorn.Config(
         app,
         host=host,
         port=port,
-        http=limited_protocol(max_header_bytes, body_timeout_s),
+        http=limited_protocol(max_header_bytes, body_timeout_s, head_timeout_s, connection_limits),
         lifespan="on",  # a store that fails to start stops the server instead of serving 503s
         ws="none",  # no websockets here; and the legacy websockets module warns on import
         access_log=False,  # at thousands of requests a second; /metrics counts them instead
@@ -173,6 +182,9 @@ async def serve(
     cluster: ClusterMembership | None = None,
     max_header_bytes: int = MAX_HEADER_BYTES,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+    max_connections: int | None = None,
+    max_connections_per_client: int | None = None,
     on_started: Callable[[], None] | None = None,
 ) -> None:
     """Serve ``store`` (unstarted) until SIGTERM or SIGINT; returns once it is closed.
@@ -187,6 +199,11 @@ async def serve(
     if on_started is not None:
         on_started()
     app = serving_app(store, auth_tokens, cluster, started=True)
+    limits = None
+    if max_connections is not None:
+        per_client = max_connections_per_client or max_connections
+        limits = ConnectionLimits(descriptor_budget(max_connections), per_client)
+        app.state.metrics.registry.register(ConnectionLimitsCollector(limits))
     config = server_config(
         app,
         host,
@@ -198,6 +215,8 @@ async def serve(
         uvicorn_logging=uvicorn_logging,
         max_header_bytes=max_header_bytes,
         body_timeout_s=body_timeout_s,
+        head_timeout_s=head_timeout_s,
+        connection_limits=limits,
     )
     server = uvicorn.Server(config) if cluster is None else _HandOverFirst(config, cluster)
     if sockets:

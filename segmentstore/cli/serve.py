@@ -211,6 +211,9 @@ def _serve(settings: Settings) -> None:
         sockets=sockets,
         max_header_bytes=api.max_header_bytes,
         body_timeout_s=api.body_timeout_ms / 1000,
+        head_timeout_s=api.head_timeout_ms / 1000,
+        max_connections=api.max_connections,
+        max_connections_per_client=api.max_connections_per_client,
         on_started=started,
     )
     try:
