@@ -27,38 +27,34 @@ NODE_CAP = 2_500
 CROWD_HEAD_TIMEOUT_S = 20.0
 
 
-def served(root: Path, head_timeout_s: float) -> ServedStore:
+def served(root: Path, head_timeout_s: float) -> Iterator[ServedStore]:
+    """A node with the caps above whose heads must arrive within ``head_timeout_s``, with a
+    segment to append to; stopped afterwards."""
     settings = {
         "SEGMENTSTORE_API__HEAD_TIMEOUT_MS": str(int(head_timeout_s * 1000)),
         "SEGMENTSTORE_API__MAX_CONNECTIONS": str(NODE_CAP),
         "SEGMENTSTORE_API__MAX_CONNECTIONS_PER_CLIENT": str(PER_CLIENT),
     }
-    return ServedStore(root / "data", root / "serve.log", settings)
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedStore]:
-    """A node whose heads must arrive within 3 s."""
-    store = served(tmp_path_factory.mktemp("limits"), HEAD_TIMEOUT_S)
+    store = ServedStore(root / "data", root / "serve.log", settings)
     try:
         store.wait_ready(60)
         assert httpx.put(f"{store.url}/v1/segments/limits/0", timeout=30).status_code == 201
         yield store
     finally:
         store.stop()
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedStore]:
+    """A node whose heads must arrive within 3 s."""
+    yield from served(tmp_path_factory.mktemp("limits"), HEAD_TIMEOUT_S)
 
 
 @pytest.fixture
 def crowded(tmp_path: Path) -> Iterator[ServedStore]:
     """A node that gives a head 20 s: long enough for a test to open its thousands of
     connections before the first are closed."""
-    store = served(tmp_path, CROWD_HEAD_TIMEOUT_S)
-    try:
-        store.wait_ready(60)
-        assert httpx.put(f"{store.url}/v1/segments/limits/0", timeout=30).status_code == 201
-        yield store
-    finally:
-        store.stop()
+    yield from served(tmp_path, CROWD_HEAD_TIMEOUT_S)
 
 
 def connect_from(address: str, port: int) -> socket.socket:

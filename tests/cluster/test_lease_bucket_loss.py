@@ -193,11 +193,11 @@ class Probes:
         return max(first.values()) - since
 
 
-@pytest.mark.parametrize("how", ["deleted", "purged"])
-async def test_the_cluster_heals_from_the_loss_of_its_lease_bucket(
-    nodes: StoreCluster, how: str
-) -> None:
-    prefix = f"{how}-{uuid.uuid4().hex[:6]}"
+async def under_load(
+    nodes: StoreCluster, prefix: str
+) -> tuple[list[str], ClusterWriters, Probes, asyncio.Task[None]]:
+    """Exactly-once writers under ``prefix`` and a probe of every container, both running:
+    (the probe segments, the writers, the probe, its task)."""
     probes = one_segment_per_container(f"{prefix}/probe")
     async with httpx.AsyncClient(timeout=30) as http:
         for name in probes:
@@ -205,9 +205,16 @@ async def test_the_cluster_heals_from_the_loss_of_its_lease_bucket(
     writers = ClusterWriters(lambda: nodes.urls, prefix)
     await writers.create()
     writers.start()
-    await asyncio.sleep(2)
     probe = Probes(nodes, probes)
-    probing = asyncio.create_task(probe.run())
+    return probes, writers, probe, asyncio.create_task(probe.run())
+
+
+@pytest.mark.parametrize("how", ["deleted", "purged"])
+async def test_the_cluster_heals_from_the_loss_of_its_lease_bucket(
+    nodes: StoreCluster, how: str
+) -> None:
+    probes, writers, probe, probing = await under_load(nodes, f"{how}-{uuid.uuid4().hex[:6]}")
+    await asyncio.sleep(2)
     epochs = {c["id"]: (c["owner"], c["epoch"]) for c in nodes.cluster_map()["containers"]}
     with Looks(nodes) as looks:
         await asyncio.sleep(1)
@@ -248,16 +255,7 @@ async def test_the_cluster_heals_from_the_loss_of_its_lease_bucket(
 async def test_nobody_holds_a_lease_while_the_bucket_is_unusable_and_all_is_taken_back_after(
     nodes: StoreCluster,
 ) -> None:
-    prefix = f"unusable-{uuid.uuid4().hex[:6]}"
-    probes = one_segment_per_container(f"{prefix}/probe")
-    async with httpx.AsyncClient(timeout=30) as http:
-        for name in probes:
-            assert (await http.put(f"{nodes.urls[0]}/v1/segments/{name}")).status_code == 201
-    writers = ClusterWriters(lambda: nodes.urls, prefix)
-    await writers.create()
-    writers.start()
-    probe = Probes(nodes, probes)
-    probing = asyncio.create_task(probe.run())
+    _, writers, probe, probing = await under_load(nodes, f"unusable-{uuid.uuid4().hex[:6]}")
     with Looks(nodes) as looks:
         await asyncio.sleep(1)
         lost_at = time.monotonic()
