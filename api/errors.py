@@ -146,11 +146,16 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_json(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
 
-async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
-    # A bug. The traceback goes to the log (the path, never the headers: they hold tokens);
-    # the client gets the usual shape and no internals.
-    log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
+def internal_error(method: str, path: str, exc: BaseException) -> JSONResponse:
+    """The last resort: the answer to an exception nothing else mapped. A bug: the traceback
+    goes to the log (the path, never the headers: they hold tokens); the client gets the
+    usual shape and no internals."""
+    log.error("unhandled error in %s %s", method, path, exc_info=exc)
     return error_json(500, "internal", "internal error")
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    return internal_error(request.method, request.url.path, exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:
