@@ -56,12 +56,12 @@ class Gate:
         self._routes = routes
         self._auth = auth
         self._limits = limits
-        self._onward: ASGIApp = self.serve_here
+        self._routing: ASGIApp | None = None
 
     def route_with(self, routing: Callable[[ASGIApp], ASGIApp]) -> None:
         """Pass each request, once checked, to ``routing(serve_here)`` (a cluster's routing,
         which serves here what this node holds and forwards the rest)."""
-        self._onward = routing(self.serve_here)
+        self._routing = routing(self.serve_here)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -91,9 +91,14 @@ class Gate:
                 return
             if head.content_length is None:
                 receive = self._limits.counting(receive, path)
-            if request is not None:
-                scope[DATA_REQUEST] = request
-            await self._onward(scope, receive, answering)
+            if self._routing is not None:
+                if request is not None:
+                    scope[DATA_REQUEST] = request
+                await self._routing(scope, receive, answering)
+            elif request is not None:
+                await request.route.handler(request, scope, receive, answering)
+            else:
+                await self._serve_framework(scope, receive, answering)
         except asyncio.CancelledError:
             # uvicorn cancels what still runs when its graceful shutdown runs out; an answer
             # half sent can only be cut off.
@@ -114,11 +119,14 @@ class Gate:
                 self._metrics.observe(method, template, status or 500, seconds)
 
     async def serve_here(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The request's handler on this node."""
+        """The request's handler on this node (what a cluster's routing calls)."""
         request = scope.get(DATA_REQUEST)
         if request is not None:
-            await request.route(scope, receive, send)
-            return
+            await request.route.handler(request, scope, receive, send)
+        else:
+            await self._serve_framework(scope, receive, send)
+
+    async def _serve_framework(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._limits.limit_for(scope["path"]) == self._limits.json_limit:
             as_json(scope)
         await self._framework(scope, receive, send)

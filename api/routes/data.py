@@ -16,6 +16,7 @@ request to know where it stands.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -54,13 +55,13 @@ class DataRoutes:
         self._store = store
         self._metrics = metrics
         self._max_wait_ms = store.settings.store.max_wait_ms
-        self.append = DataRoute("POST", ":append", self._append, metrics, **APPEND)
+        self.append = DataRoute("POST", ":append", partial(self._append, False), metrics, **APPEND)
         self.append_events = DataRoute(
-            "POST", ":appendEvents", self._append_events, metrics, **APPEND_EVENTS
+            "POST", ":appendEvents", partial(self._append, True), metrics, **APPEND_EVENTS
         )
-        self.read = DataRoute("GET", ":read", self._read, metrics, **READ)
+        self.read = DataRoute("GET", ":read", partial(self._read, False), metrics, **READ)
         self.read_events = DataRoute(
-            "GET", ":readEvents", self._read_events, metrics, **READ_EVENTS
+            "GET", ":readEvents", partial(self._read, True), metrics, **READ_EVENTS
         )
         self.info = DataRoute("GET", "", self._info, metrics, **INFO)
         self.all = (self.append, self.append_events, self.read, self.read_events, self.info)
@@ -87,17 +88,7 @@ class DataRoutes:
     # -- appends ----------------------------------------------------------------------------
 
     async def _append(
-        self, request: DataRequest, scope: Scope, receive: Receive, send: Send
-    ) -> None:
-        await self._appending(request, False, scope, receive, send)
-
-    async def _append_events(
-        self, request: DataRequest, scope: Scope, receive: Receive, send: Send
-    ) -> None:
-        await self._appending(request, True, scope, receive, send)
-
-    async def _appending(
-        self, request: DataRequest, events: bool, scope: Scope, receive: Receive, send: Send
+        self, events: bool, request: DataRequest, scope: Scope, receive: Receive, send: Send
     ) -> None:
         head = request.head
         try:
@@ -140,16 +131,8 @@ class DataRoutes:
 
     # -- reads ------------------------------------------------------------------------------
 
-    async def _read(self, request: DataRequest, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._reading(request, False, scope, receive, send)
-
-    async def _read_events(
-        self, request: DataRequest, scope: Scope, receive: Receive, send: Send
-    ) -> None:
-        await self._reading(request, True, scope, receive, send)
-
-    async def _reading(
-        self, request: DataRequest, events: bool, scope: Scope, receive: Receive, send: Send
+    async def _read(
+        self, events: bool, request: DataRequest, scope: Scope, receive: Receive, send: Send
     ) -> None:
         name = request.name
         store = self._store

@@ -67,7 +67,10 @@ def query_ints(query_string: bytes, params: tuple[IntParam, ...]) -> dict[str, i
     """The values of ``params`` in the query (a repeated one: the last); ``400
     invalid_argument`` for one that is no integer or a required one missing. Parameters the
     route does not declare are ignored."""
-    found = _plain_query(query_string) if query_string else {}
+    if not query_string:
+        found: dict[str, int] | None = {}
+    else:
+        found = _plain_query(query_string)
     if found is None:
         given = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
         found = {p.name: parse_int(p.name, given[p.name]) for p in params if p.name in given}
