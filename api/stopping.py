@@ -13,8 +13,12 @@ from __future__ import annotations
 from fastapi.responses import JSONResponse
 
 from segmentstore.api.errors import error_json
+from segmentstore.contracts.errors import ContainerUnavailableError
+
+_UNAVAILABLE = ContainerUnavailableError
 
 
 def stopping_answer() -> JSONResponse:
     """The answer to a request that the stopping server cut off before it answered."""
-    return error_json(503, "container_unavailable", "this node is stopping: send the request again")
+    message = "this node is stopping: send the request again"
+    return error_json(_UNAVAILABLE.status, _UNAVAILABLE.code, message)

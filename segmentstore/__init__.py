@@ -28,63 +28,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from segmentstore.contracts.attributes import AttributeUpdate, UpdateType
-    from segmentstore.contracts.errors import (
-        BadAttributeUpdateError,
-        BadOffsetError,
-        ContainerNotFoundError,
-        ContainerUnavailableError,
-        EndOfSegmentError,
-        ForbiddenError,
-        InsufficientStorageError,
-        InvalidArgumentError,
-        InvalidEventsError,
-        InvalidNameError,
-        OffsetBeyondEndError,
-        PayloadTooLargeError,
-        RequestHeaderTooLargeError,
-        RequestTimeoutError,
-        SegmentExistsError,
-        SegmentNotFoundError,
-        SegmentSealedError,
-        SegmentStoreError,
-        SegmentTruncatedError,
-        ThrottledError,
-        UnauthorizedError,
-        WriterSeqMismatchError,
-    )
-    from segmentstore.contracts.segment_info import AppendResult, EventsRead, SegmentInfo
-    from segmentstore.settings import Settings
-    from segmentstore.store import SegmentStore
+from segmentstore.contracts.errors import public_error_classes
 
-_ERRORS = (
-    "BadAttributeUpdateError",
-    "BadOffsetError",
-    "ContainerNotFoundError",
-    "ContainerUnavailableError",
-    "EndOfSegmentError",
-    "ForbiddenError",
-    "InsufficientStorageError",
-    "InvalidArgumentError",
-    "InvalidEventsError",
-    "InvalidNameError",
-    "OffsetBeyondEndError",
-    "PayloadTooLargeError",
-    "RequestHeaderTooLargeError",
-    "RequestTimeoutError",
-    "SegmentExistsError",
-    "SegmentNotFoundError",
-    "SegmentSealedError",
-    "SegmentStoreError",
-    "SegmentTruncatedError",
-    "ThrottledError",
-    "UnauthorizedError",
-    "WriterSeqMismatchError",
-)
-# public name -> the module that defines it
+if TYPE_CHECKING:
+    from segmentstore.contracts.attributes import AttributeUpdate as AttributeUpdate
+    from segmentstore.contracts.attributes import UpdateType as UpdateType
+
+    # Every error class, as the tree declares them (what public_error_classes lists).
+    from segmentstore.contracts.errors import *  # noqa: F403
+    from segmentstore.contracts.segment_info import AppendResult as AppendResult
+    from segmentstore.contracts.segment_info import EventsRead as EventsRead
+    from segmentstore.contracts.segment_info import SegmentInfo as SegmentInfo
+    from segmentstore.settings import Settings as Settings
+    from segmentstore.store import SegmentStore as SegmentStore
+
+# The error tree is the contract's: light, and loaded with the package (the client needs it).
+_ERRORS = {cls.__name__: cls for cls in public_error_classes()}
+# public name -> the module that defines it, for the names loaded on first use
 _HOMES = {
-    **dict.fromkeys(_ERRORS, "segmentstore.contracts.errors"),
     "AttributeUpdate": "segmentstore.contracts.attributes",
     "UpdateType": "segmentstore.contracts.attributes",
     "AppendResult": "segmentstore.contracts.segment_info",
@@ -94,40 +55,12 @@ _HOMES = {
     "SegmentStore": "segmentstore.store",
 }
 
-__all__ = [
-    "AppendResult",
-    "AttributeUpdate",
-    "BadAttributeUpdateError",
-    "BadOffsetError",
-    "ContainerNotFoundError",
-    "ContainerUnavailableError",
-    "EndOfSegmentError",
-    "EventsRead",
-    "ForbiddenError",
-    "InsufficientStorageError",
-    "InvalidArgumentError",
-    "InvalidEventsError",
-    "InvalidNameError",
-    "OffsetBeyondEndError",
-    "PayloadTooLargeError",
-    "RequestHeaderTooLargeError",
-    "RequestTimeoutError",
-    "SegmentExistsError",
-    "SegmentInfo",
-    "SegmentNotFoundError",
-    "SegmentSealedError",
-    "SegmentStore",
-    "SegmentStoreError",
-    "SegmentTruncatedError",
-    "Settings",
-    "ThrottledError",
-    "UnauthorizedError",
-    "UpdateType",
-    "WriterSeqMismatchError",
-]
+__all__ = sorted([*_ERRORS, *_HOMES])
 
 
 def __getattr__(name: str) -> Any:
+    if name in _ERRORS:
+        return _ERRORS[name]
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'segmentstore' has no attribute {name!r}")

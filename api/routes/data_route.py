@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -23,7 +22,8 @@ from starlette.types import Receive, Scope, Send
 from segmentstore.api.head import RequestHead
 from segmentstore.api.loop_metrics import LoopHistogram
 from segmentstore.api.metrics import Metrics
-from segmentstore.contracts.errors import InvalidArgumentError
+from segmentstore.api.schemas import error_descriptions
+from segmentstore.contracts.errors import InvalidArgumentError, SegmentStoreError
 
 SEGMENTS = "/v1/segments/"
 # Where the gate leaves a data request in its scope, for the route's handler.
@@ -115,7 +115,7 @@ class DataRoute(Route):
         operation_id: str,
         summary: str,
         answers: Mapping[int, dict[str, Any]],
-        errors: tuple[int, ...],
+        errors: tuple[type[SegmentStoreError], ...],
         query: tuple[IntParam, ...] = (),
         headers: tuple[dict[str, Any], ...] = (),
         body: dict[str, Any] | None = None,
@@ -159,8 +159,8 @@ class DataRoute(Route):
         ]  # fmt: skip
         responses: dict[str, Any] = {str(status): answer for status, answer in self.answers.items()}
         error = {"content": {"application/json": {"schema": {"$ref": ERROR_BODY}}}}
-        for status in self.errors:
-            responses[str(status)] = {**error, "description": HTTPStatus(status).phrase}
+        for status, description in error_descriptions(*self.errors).items():
+            responses[str(status)] = {**error, "description": description}
         responses["default"] = {**error, "description": "any error"}
         operation: dict[str, Any] = {
             "tags": ["data"],

@@ -6,7 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from segmentstore.api.routes.data_route import BINARY, OCTET_STREAM, IntParam, model_answer
-from segmentstore.api.schemas import Appended, EventsAppended, Info
+from segmentstore.api.schemas import SEGMENT_ERRORS, Appended, EventsAppended, Info
+from segmentstore.contracts.errors import (
+    BadOffsetError,
+    EndOfSegmentError,
+    InsufficientStorageError,
+    InvalidEventsError,
+    OffsetBeyondEndError,
+    PayloadTooLargeError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+    ThrottledError,
+    WriterSeqMismatchError,
+)
 
 EVENT_FRAMING = (
     "Events back to back, each an 8-byte header, a big-endian int32 type (0) and a big-endian"
@@ -51,7 +63,16 @@ _WRITER_HEADERS: tuple[dict[str, Any], ...] = (
     },
 )
 _WAIT_MS = IntParam("wait_ms", "how long to wait at the tail (capped at 60000)", default=0)
-_READ_ERRORS = (400, 404, 410, 416, 503)
+_READ_ERRORS = (*SEGMENT_ERRORS, SegmentTruncatedError, OffsetBeyondEndError, EndOfSegmentError)
+_APPEND_ERRORS = (
+    *SEGMENT_ERRORS,
+    SegmentSealedError,
+    BadOffsetError,
+    WriterSeqMismatchError,
+    PayloadTooLargeError,
+    ThrottledError,
+    InsufficientStorageError,
+)
 
 
 def _read_answers(what: str, extra_headers: dict[str, str]) -> dict[int, dict[str, Any]]:
@@ -84,7 +105,7 @@ APPEND: dict[str, Any] = {
     "body": _RAW_BODY,
     "answers": {200: model_answer(Appended)},
     "models": (Appended,),
-    "errors": (400, 404, 409, 412, 413, 429, 503, 507),
+    "errors": _APPEND_ERRORS,
 }
 APPEND_EVENTS: dict[str, Any] = {
     "operation_id": "appendEvents",
@@ -94,7 +115,7 @@ APPEND_EVENTS: dict[str, Any] = {
     "body": _FRAMED_BODY,
     "answers": {200: model_answer(EventsAppended)},
     "models": (EventsAppended,),
-    "errors": (400, 404, 409, 412, 413, 422, 429, 503, 507),
+    "errors": (*_APPEND_ERRORS, InvalidEventsError),
 }
 READ: dict[str, Any] = {
     "operation_id": "readSegment",
@@ -119,12 +140,12 @@ READ_EVENTS: dict[str, Any] = {
         "whole framed events from `offset`, in the framing of `:appendEvents`",
         {"Segment-Next-Offset": "the offset of the next event: the next read's `offset`"},
     ),
-    "errors": (*_READ_ERRORS, 422),
+    "errors": (*_READ_ERRORS, InvalidEventsError),
 }
 INFO: dict[str, Any] = {
     "operation_id": "getSegment",
     "summary": "A segment's metadata",
     "answers": {200: model_answer(Info)},
     "models": (Info,),
-    "errors": (400, 404, 503),
+    "errors": SEGMENT_ERRORS,
 }
