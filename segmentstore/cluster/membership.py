@@ -362,11 +362,9 @@ class ClusterMembership:
 
 def on_jetstream(store: SegmentStore, settings: Settings) -> ClusterMembership:
     """This node's membership, its leases kept beside its JetStream Tier 1."""
-    from segmentstore.containers.tier1_logs import jetstream_options
     from segmentstore.tier1.jetstream.leases import JetStreamLeases
 
     cluster = settings.cluster
     secret = ClusterSecret(cluster.secret_bytes())
-    options = jetstream_options(settings.tier1.jetstream)
-    leases = JetStreamLeases(options, cluster.lease_ms, secret.leases)
+    leases = JetStreamLeases(settings.tier1.jetstream, cluster.lease_ms, secret.leases)
     return ClusterMembership(store, leases, cluster.node_id, cluster.advertise_url, secret)

@@ -53,7 +53,9 @@ ALLOWED = {
     "tier1": set(),
     "tier2": set(),
     "cache": set(),
-    "vocabulary": SHARED,
+    # the settings tree takes the JetStream log's options and the local log's defaults as
+    # tier1 defines them, instead of a copy
+    "vocabulary": {*SHARED, "tier1"},
     "metadata": {"vocabulary", *SHARED, "tier2"},
     "logs": {"vocabulary", *SHARED, "metadata", "tier1"},
     "reading": {"vocabulary", *SHARED, "metadata", "logs", "tier2", "cache"},
