@@ -43,15 +43,15 @@ from typing import Any
 
 import httpx
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster, JetStreamNode
-from segmentstore.bench.store_nodes import StoreNode, StoreNodes
 from segmentstore.drill.deployment import flush_interval_ms
-from segmentstore.drill.moto_tier2 import URI as S3_URI
-from segmentstore.drill.moto_tier2 import MotoTier2
 from segmentstore.drill.network import DrillNetwork
 from segmentstore.drill.ownership import OwnershipSampler
 from segmentstore.drill.partitions import Partitions, fencing_lines
 from segmentstore.drill.spread import CLUSTER_URL, SpreadTransport
+from segmentstore.harness.jetstream_cluster import JetStreamCluster, JetStreamNode
+from segmentstore.harness.moto_s3 import URI as S3_URI
+from segmentstore.harness.moto_s3 import MotoTier2
+from segmentstore.harness.store_nodes import StoreNode, StoreNodes
 
 CONTAINERS = 6  # two per node of the documented three
 _NO_TMPFS = "a cluster's Tier 1 is JetStream, not a local disk"

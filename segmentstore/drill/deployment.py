@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from segmentstore.drill.moto_tier2 import URI as S3_URI
-from segmentstore.drill.moto_tier2 import MotoTier2
-from segmentstore.drill.node import SpawnedNode
 from segmentstore.drill.power_loss import LazyDisks, cut_power
 from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
+from segmentstore.harness.moto_s3 import URI as S3_URI
+from segmentstore.harness.moto_s3 import MotoTier2
+from segmentstore.harness.store_node import SpawnedNode
 
 
 class Deployment(Protocol):

@@ -21,10 +21,10 @@ import asyncio
 import random
 from pathlib import Path
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.drill.deployment import SpawnedDeployment, node_settings
-from segmentstore.drill.node import SpawnedNode
 from segmentstore.drill.power_loss import LazyDisks, cut_power
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.store_node import SpawnedNode
 
 _NOT_HERE = "this deployment's Tier 1 is JetStream and its Tier 2 a plain directory"
 

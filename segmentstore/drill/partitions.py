@@ -38,8 +38,8 @@ from typing import Any
 
 import httpx
 
-from segmentstore.bench.store_nodes import StoreNode, StoreNodes, unsettled
 from segmentstore.drill.network import CLIENT, DrillNetwork
+from segmentstore.harness.store_nodes import StoreNode, StoreNodes, unsettled
 
 CUT_MODES = ("refused", "black_hole")
 _WATCH_EVERY_S = 0.1

@@ -26,8 +26,8 @@ from secured_nats import STORE_PASSWORD, STORE_USER, running, violations
 from served_store import ServedStore
 from store_cluster import StoreCluster
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.client import SegmentStoreClient
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 from segmentstore.loopback import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.s3]

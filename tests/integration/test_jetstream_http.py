@@ -19,7 +19,7 @@ import httpx
 import pytest
 from served_store import ServedStore
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 WRITERS = 8
 

@@ -39,6 +39,7 @@ UNITS = {
     "segmentstore.jobs": "jobs",
     "segmentstore.client": "client",
     "segmentstore.bench": "bench",
+    "segmentstore.harness": "harness",
     "segmentstore.drill": "drill",
     "segmentstore.drill.lazyfs": "lazyfs",
     "segmentstore.cli": "cli",
@@ -70,10 +71,12 @@ ALLOWED = {
     # the client speaks the contract and nothing else of the server: a client-only install
     # has no server code (test_client_package proves no backend loads)
     "client": SHARED,
-    "bench": {"vocabulary", *SHARED, "store", "containers", "client", "tier2"},
+    "bench": {"vocabulary", *SHARED, "store", "containers", "client", "tier2", "harness"},
+    # the processes the benchmarks, the drill and the tests start on loopback
+    "harness": {"vocabulary", *SHARED},
     # the drill speaks to a deployment over HTTP only: it knows the store by its contract;
-    # a cluster it spawns is bench's loopback processes (JetStream servers, cluster nodes)
-    "drill": {"vocabulary", *SHARED, "bench", "lazyfs"},
+    # what it spawns are the harness's processes (JetStream servers, store nodes, moto)
+    "drill": {"vocabulary", *SHARED, "harness", "lazyfs"},
     # a FUSE file system spoken straight to the kernel: it knows nothing of the store
     "lazyfs": set(),
     "cli": {
@@ -103,7 +106,7 @@ FRAMEWORKS = {
     "boto3": {"tier1", "tier2"},
     "botocore": {"tier1", "tier2"},
     "lmdb": {"cache"},
-    "nats": {"tier1", "bench"},  # bench: the loopback JetStream cluster it starts
+    "nats": {"tier1", "harness"},  # harness: the loopback JetStream cluster it starts
 }
 # names that only exist in the repository, never installed: importing them is a bug
 UNINSTALLED = {"tier1", "tier2", "cache", "api", "jobs"}

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 from served_store import ServedStore
 
-from segmentstore.bench.store_nodes import unsettled
 from segmentstore.cluster.secret import ClusterSecret
+from segmentstore.harness.store_nodes import unsettled
 
 # Short enough that a takeover test takes seconds, as long as the one the cluster documents.
 LEASE_MS = 5_000
@@ -74,7 +74,7 @@ class StoreCluster:
 
     def wait_settled(self, timeout_s: float = 90, nodes: int | None = None) -> float:
         """Until the live nodes (``nodes`` of them, if given) have settled
-        (:func:`~segmentstore.bench.store_nodes.unsettled`): every container held by a live
+        (:func:`~segmentstore.harness.store_nodes.unsettled`): every container held by a live
         node, each holding its share; the seconds it took."""
         started = time.monotonic()
         while (why := self._unsettled(nodes)) is not None:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 import nats
 import pytest
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
 from segmentstore.tier1.jetstream.lease_watch import CONSUMER_IDLE_S, RESYNC_S
 from segmentstore.tier1.jetstream.leases import JetStreamLeases
