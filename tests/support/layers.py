@@ -71,7 +71,19 @@ ALLOWED = {
     # the client speaks the contract and nothing else of the server: a client-only install
     # has no server code (test_client_package proves no backend loads)
     "client": SHARED,
-    "bench": {"vocabulary", *SHARED, "store", "containers", "client", "tier2", "harness"},
+    # every benchmark, the API's and the Spark jobs' too (against their bare baselines: FastAPI
+    # and ASGI on the API's own server settings, pyarrow reading the chunks Spark reads)
+    "bench": {
+        "vocabulary",
+        *SHARED,
+        "store",
+        "containers",
+        "client",
+        "tier2",
+        "harness",
+        "api",
+        "jobs",
+    },
     # the processes the benchmarks, the drill and the tests start on loopback
     "harness": {"vocabulary", *SHARED},
     # the drill speaks to a deployment over HTTP only: it knows the store by its contract;
@@ -98,11 +110,11 @@ PACKAGE_SURFACE = {"vocabulary", *SHARED, "store"}  # what segmentstore/__init__
 LAZY_FOR_CLI = {"api", "jobs", "bench", "store", "drill", "cluster"}
 # third-party package -> the only units that may import it
 FRAMEWORKS = {
-    "fastapi": {"api"},
-    "uvicorn": {"api"},
-    "starlette": {"api"},
+    "fastapi": {"api", "bench"},
+    "uvicorn": {"api", "bench"},
+    "starlette": {"api", "bench"},
     "pyspark": {"jobs"},
-    "pyarrow": {"tier1", "tier2", "jobs"},
+    "pyarrow": {"tier1", "tier2", "jobs", "bench"},
     "boto3": {"tier1", "tier2"},
     "botocore": {"tier1", "tier2"},
     "lmdb": {"cache"},

@@ -4,15 +4,16 @@ nodes: each node a :class:`~served_store.ServedStore`, all sharing one JetStream
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from served_store import ServedStore
 
 from segmentstore.cluster.secret import ClusterSecret
+from segmentstore.harness.served_store import ServedStore
 from segmentstore.harness.store_nodes import unsettled
 
 # Short enough that a takeover test takes seconds, as long as the one the cluster documents.
@@ -54,7 +55,9 @@ class StoreCluster:
             "--containers", str(self.containers), "--cluster", "--node-id", node_id,
             "--log-level", "info",
         ]  # fmt: skip
-        node = ServedStore(self.root / node_id, self.root / f"{node_id}.log", settings, args)
+        node = ServedStore(
+            self.root / node_id, self.root / f"{node_id}.log", settings, args, environ=os.environ
+        )
         self.nodes[node_id] = node
         return node
 
