@@ -118,7 +118,9 @@ FRAMEWORKS = {
     "boto3": {"tier1", "tier2"},
     "botocore": {"tier1", "tier2"},
     "lmdb": {"cache"},
-    "nats": {"tier1", "harness"},  # harness: the loopback JetStream cluster it starts
+    # cluster: its leases in a JetStream key-value bucket; harness: the loopback JetStream
+    # cluster it starts
+    "nats": {"tier1", "cluster", "harness"},
 }
 # names that only exist in the repository, never installed: importing them is a bug
 UNINSTALLED = {"tier1", "tier2", "cache", "api", "jobs"}
