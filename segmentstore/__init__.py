@@ -5,20 +5,30 @@ The embedded entry point is :class:`SegmentStore`; every error it raises is a
 is in ``docs/api.md``; the parts and how they fit are in ``docs/architecture.md``.
 
 The names below load on first use, so that ``import segmentstore.client`` (which the slim,
-client-only install provides) never loads the store, its settings or its storage backends.
+client-only install provides) never loads the store, its settings or its storage backends;
+the error classes are the contract's, light enough to load at once.
+
+The modules of this package itself are the vocabulary every part shares (``settings``,
+``arguments``, ``data_dir``, ``observations``, ``version``, ``loopback``).
+May import: ``contracts`` and ``tier1`` (the settings tree takes the JetStream log's options
+and the local log's defaults as tier1 defines them).
 
 What lives where (each package's docstring says what it owns and may import):
 
     segmentstore/           the public surface: store, settings, config
-    ├── contracts/          what client and server share: errors, names, attribute updates, events
+    ├── contracts/          what client and server share: errors, names, attribute updates,
+    │                       events, the segment -> container mapping
     ├── metadata/           what a container knows of its segments: metadata, attributes, time index
     ├── logs/               the Durable Log: operations, data frames, Tier 1 retention, recovery
     ├── reading/            the read index (AVL tree), the cache manager, Tier 2 reads, events
     ├── writer/             the Storage Writer: aggregation and flushes to Tier 2
-    ├── containers/         the segment container that ties them together; mapping; retention
+    ├── containers/         the segment container that ties them together; retention
+    ├── cluster/            cluster mode: membership, leases, the assignment of containers
     ├── cli/                the command line, the composition root
     ├── client/             the HTTP client (needs contracts/ alone)
     ├── bench/              the benchmarks
+    ├── drill/              recovery drills
+    ├── harness/            the processes benchmarks, drills and tests start on loopback
     ├── tier1/ tier2/ cache/    the storage leaves (repository folders tier1/, tier2/, cache/)
     └── api/ jobs/          the HTTP API and the Spark jobs (repository folders api/, jobs/)
 """
