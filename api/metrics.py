@@ -150,7 +150,7 @@ class Metrics(StoreObserver):
 
     def histogram(self, method: str, route: str, status: int) -> LoopHistogram:
         """The latency histogram of one series, for a caller that keeps it rather than look
-        it up by its labels for every request (the front door); updated on the loop only."""
+        it up by its labels for every request (a data route); updated on the loop only."""
         key = (method, route, str(status))
         histogram = self._latency.get(key)
         if histogram is None:
