@@ -54,7 +54,6 @@ from segmentstore.harness.moto_s3 import MotoTier2
 from segmentstore.harness.store_nodes import StoreNode, StoreNodes
 
 CONTAINERS = 6  # two per node of the documented three
-_NO_TMPFS = "a cluster's Tier 1 is JetStream, not a local disk"
 _SETTINGS = {
     "SEGMENTSTORE_STORAGE_WRITER__RETRY_MAX_MS": "1000",
     "SEGMENTSTORE_STORE__RECOVERY_RETRY_MIN_MS": "200",
@@ -252,26 +251,8 @@ class SpawnedCluster:
     def rss_bytes(self) -> int | None:
         return None  # a figure per node would not say which one a read was served by
 
-    # The effects of the faults it shares with a single node; the rest are not a cluster's.
+    # The effect of a fault it shares with a single node.
 
     async def tier2_outage(self, on: bool) -> None:
         assert self._moto is not None
         await asyncio.to_thread(self._moto.stop if on else self._moto.start)
-
-    async def kill(self, rng: random.Random) -> None:
-        raise RuntimeError("a cluster's node is killed by kill_node, and mended")
-
-    async def kill_tearing_tail(self, rng: random.Random) -> None:
-        raise RuntimeError(_NO_TMPFS)
-
-    async def tier1_full(self, on: bool) -> None:
-        raise RuntimeError(_NO_TMPFS)
-
-    async def tier2_full(self, on: bool) -> None:
-        raise RuntimeError("a cluster's Tier 2 is shared, not a small local disk")
-
-    async def lose_power(self, rng: random.Random) -> str:
-        raise RuntimeError("a cluster's nodes do not lose power in the drill")
-
-    async def lose_jetstream_power(self, rng: random.Random) -> str:
-        raise RuntimeError("a cluster's JetStream servers do not lose power in the drill")

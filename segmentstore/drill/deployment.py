@@ -41,33 +41,9 @@ class Deployment(Protocol):
 
     async def close(self) -> None: ...
 
-    # Each fault's effect has a method of its own; a deployment without it raises.
-
-    async def kill(self, rng: random.Random) -> None:
-        """Kill the node (SIGKILL) and have it come back."""
-        ...
-
-    async def kill_tearing_tail(self, rng: random.Random) -> None:
-        """Kill the node, tear its Tier 1 tail as a cut-short write would, start it again."""
-        ...
-
-    async def tier2_outage(self, on: bool) -> None:
-        """Begin (``on``) or end an outage of Tier 2."""
-        ...
-
-    async def tier2_full(self, on: bool) -> None:
-        """Fill Tier 2's disk (``on``), or give it room again."""
-        ...
-
-    async def tier1_full(self, on: bool) -> None: ...
-
-    async def lose_power(self, rng: random.Random) -> str:
-        """The node loses what its disks had not synced, and is started again; the note."""
-        ...
-
-    async def lose_jetstream_power(self, rng: random.Random) -> str:
-        """Every JetStream server loses what it had not synced, and is started again."""
-        ...
+    # Each fault's effect is a method of the deployments that have it: the fault asks for it
+    # by a protocol of its own (segmentstore.drill.faults), so a deployment lists none of the
+    # effects it lacks.
 
     def rss_bytes(self) -> int | None:
         """The node's resident memory, where the drill can see it."""
@@ -211,9 +187,6 @@ class SpawnedDeployment:
         self.node.start()
         return note
 
-    async def lose_jetstream_power(self, rng: random.Random) -> str:
-        raise RuntimeError("this node's Tier 1 is its own disk, not JetStream")
-
     async def tier2_outage(self, on: bool) -> None:
         if self._moto is not None:
             await asyncio.to_thread(self._moto.stop if on else self._moto.start)
@@ -252,9 +225,6 @@ def _tear_tail(data_dir: Path, rng: random.Random) -> None:
         os.fsync(f.fileno())
 
 
-_SPAWNED_ONLY = "only a spawned deployment can have this fault"
-
-
 class RunningDeployment:
     """A deployment someone else runs: container restarts through the API, and node kills
     through ``kill_cmd`` (``{node}`` is replaced by the node's host:port), after which the
@@ -284,24 +254,6 @@ class RunningDeployment:
         node = urlsplit(rng.choice(self._urls)).netloc
         command = self._kill_cmd.replace("{node}", shlex.quote(node))
         await asyncio.to_thread(subprocess.run, command, shell=True, check=False)
-
-    async def kill_tearing_tail(self, rng: random.Random) -> None:
-        raise RuntimeError(_SPAWNED_ONLY)
-
-    async def tier2_outage(self, on: bool) -> None:
-        raise RuntimeError(_SPAWNED_ONLY)
-
-    async def tier2_full(self, on: bool) -> None:
-        raise RuntimeError(_SPAWNED_ONLY)
-
-    async def tier1_full(self, on: bool) -> None:
-        raise RuntimeError(_SPAWNED_ONLY)
-
-    async def lose_power(self, rng: random.Random) -> str:
-        raise RuntimeError(_SPAWNED_ONLY)
-
-    async def lose_jetstream_power(self, rng: random.Random) -> str:
-        raise RuntimeError(_SPAWNED_ONLY)
 
     def rss_bytes(self) -> int | None:
         return None

@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import random
+from typing import Protocol, runtime_checkable
+
 import httpx
 
 from segmentstore.drill.faults.context import NotInjected, Outcome
 from segmentstore.drill.faults.fault import Fault, HealsByItself
+
+
+@runtime_checkable
+class Kills(Protocol):
+    async def kill(self, rng: random.Random) -> None:
+        """SIGKILL the node (or one of them) and have it come back."""
+
+
+@runtime_checkable
+class TearsTail(Protocol):
+    async def kill_tearing_tail(self, rng: random.Random) -> None:
+        """Kill the node, tear its Tier 1 tail as a cut-short write would, start it again."""
+
+
+@runtime_checkable
+class LosesPower(Protocol):
+    async def lose_power(self, rng: random.Random) -> str:
+        """The node loses what its disks had not synced, and is started again; the note."""
+
+
+@runtime_checkable
+class LosesJetStreamPower(Protocol):
+    async def lose_jetstream_power(self, rng: random.Random) -> str:
+        """Every JetStream server loses what it had not synced, and is started again."""
 
 
 class Kill(Fault):
@@ -19,7 +46,9 @@ class Kill(Fault):
     async def inject(self) -> str:
         if self.context.cluster is not None:
             return await self.cluster.kill_node(self.context.rng)
-        await self.deployment.kill(self.context.rng)
+        deployment = self.deployment
+        assert isinstance(deployment, Kills), self.kind
+        await deployment.kill(self.context.rng)
         return ""
 
     async def heal(self) -> str:
@@ -40,7 +69,9 @@ class TornTail(HealsByItself):
     shapes = frozenset({"node"})
 
     async def inject(self) -> str:
-        await self.deployment.kill_tearing_tail(self.context.rng)
+        deployment = self.deployment
+        assert isinstance(deployment, TearsTail), self.kind
+        await deployment.kill_tearing_tail(self.context.rng)
         return ""
 
 
@@ -67,7 +98,9 @@ class PowerLoss(HealsByItself):
     shapes = frozenset({"node"})
 
     async def inject(self) -> str:
-        return await self.deployment.lose_power(self.context.rng)
+        deployment = self.deployment
+        assert isinstance(deployment, LosesPower), self.kind
+        return await deployment.lose_power(self.context.rng)
 
 
 class JetStreamPowerLoss(HealsByItself):
@@ -79,4 +112,6 @@ class JetStreamPowerLoss(HealsByItself):
     shapes = frozenset({"jetstream_node"})
 
     async def inject(self) -> str:
-        return await self.deployment.lose_jetstream_power(self.context.rng)
+        deployment = self.deployment
+        assert isinstance(deployment, LosesJetStreamPower), self.kind
+        return await deployment.lose_jetstream_power(self.context.rng)

@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 from segmentstore.drill.faults.fault import Held
+
+
+@runtime_checkable
+class Tier2Outages(Protocol):
+    async def tier2_outage(self, on: bool) -> None:
+        """Begin (``on``) or end an outage of Tier 2."""
+
+
+@runtime_checkable
+class Tier2Fills(Protocol):
+    async def tier2_full(self, on: bool) -> None:
+        """Fill Tier 2's disk (``on``), or give it room again."""
+
+
+@runtime_checkable
+class Tier1Fills(Protocol):
+    async def tier1_full(self, on: bool) -> None:
+        """Fill the local Tier 1's disk (``on``), or give it room again."""
 
 
 class Tier2Outage(Held):
@@ -15,11 +35,15 @@ class Tier2Outage(Held):
     tier2 = True
 
     async def inject(self) -> str:
-        await self.deployment.tier2_outage(True)
+        deployment = self.deployment
+        assert isinstance(deployment, Tier2Outages), self.kind
+        await deployment.tier2_outage(True)
         return ""
 
     async def heal(self) -> str:
-        await self.deployment.tier2_outage(False)
+        deployment = self.deployment
+        assert isinstance(deployment, Tier2Outages), self.kind
+        await deployment.tier2_outage(False)
         return ""
 
 
@@ -30,11 +54,15 @@ class Tier2Full(Held):
     tier2 = True
 
     async def inject(self) -> str:
-        await self.deployment.tier2_full(True)
+        deployment = self.deployment
+        assert isinstance(deployment, Tier2Fills), self.kind
+        await deployment.tier2_full(True)
         return ""
 
     async def heal(self) -> str:
-        await self.deployment.tier2_full(False)
+        deployment = self.deployment
+        assert isinstance(deployment, Tier2Fills), self.kind
+        await deployment.tier2_full(False)
         return ""
 
 
@@ -44,9 +72,13 @@ class Tier1Full(Held):
     shapes = frozenset({"node"})
 
     async def inject(self) -> str:
-        await self.deployment.tier1_full(True)
+        deployment = self.deployment
+        assert isinstance(deployment, Tier1Fills), self.kind
+        await deployment.tier1_full(True)
         return ""
 
     async def heal(self) -> str:
-        await self.deployment.tier1_full(False)
+        deployment = self.deployment
+        assert isinstance(deployment, Tier1Fills), self.kind
+        await deployment.tier1_full(False)
         return ""
