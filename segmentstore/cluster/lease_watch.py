@@ -34,6 +34,7 @@ from nats.errors import Error as NatsError
 from nats.js.kv import KV_DEL, KV_PURGE
 
 from segmentstore.cluster.leases import ContainerLease, Membership
+from segmentstore.contracts.errors import SegmentStoreError
 from segmentstore.tier1.errors import DataLogWriteError
 from segmentstore.tier1.jetstream.lease_entries import decode
 from segmentstore.tier1.jetstream.nats_errors import describe
@@ -51,8 +52,12 @@ _SHORT_DELIVERIES_TOLERATED = 5
 _IGNORED_LOG_EVERY_S = 60.0
 
 
-class _ShortDelivery(Exception):
-    """A new watcher delivered fewer keys than the bucket held when it started."""
+class _ShortDelivery(SegmentStoreError):
+    """A new watcher delivered fewer keys than the bucket held when it started (read again;
+    never an answer)."""
+
+    code = "short_delivery"
+    on_the_wire = False
 
 
 @dataclass(frozen=True, slots=True)
