@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from served_store import REPO, ServedStore
 from store_checks import flush
 
 from segmentstore import SegmentStore
 from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
+from segmentstore.harness.served_store import REPO, ServedStore
 from segmentstore.loopback import free_port
 
 TIMEOUT_S = 60
@@ -177,7 +177,7 @@ def test_a_port_in_use_is_refused_before_the_data_directory_is_touched(tmp_path:
 
 
 def test_a_data_directory_held_by_a_running_node_is_refused_at_once(tmp_path: Path) -> None:
-    first = ServedStore(tmp_path / "data", tmp_path / "first.log")
+    first = ServedStore(tmp_path / "data", tmp_path / "first.log", environ=os.environ)
     try:
         first.wait_ready(TIMEOUT_S)
         identity = (tmp_path / "data" / "store.json").read_text()
@@ -198,7 +198,7 @@ def test_a_data_directory_held_by_a_running_node_is_refused_at_once(tmp_path: Pa
     finally:
         assert first.stop() == 0 or first.proc.returncode is not None
     # Once the first has stopped, the directory is free again.
-    second = ServedStore(tmp_path / "data", tmp_path / "second.log")
+    second = ServedStore(tmp_path / "data", tmp_path / "second.log", environ=os.environ)
     try:
         second.wait_ready(TIMEOUT_S)
     finally:

@@ -13,7 +13,12 @@ from segmentstore.api.schemas import Containers, ContainerView, container_json, 
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.status import ContainerStatus
-from segmentstore.contracts.errors import ContainerUnavailableError, InvalidArgumentError
+from segmentstore.contracts.errors import (
+    ContainerNotFoundError,
+    ContainerUnavailableError,
+    InsufficientStorageError,
+    InvalidArgumentError,
+)
 from segmentstore.store import SegmentStore
 
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -42,7 +47,12 @@ def containers_router(store: SegmentStore, cluster: ClusterMembership | None) ->
         "/{container_id}:restart",
         operation_id="restartContainer",
         response_model=ContainerView,
-        responses=error_responses(400, 404, 503, 507),
+        responses=error_responses(
+            InvalidArgumentError,
+            ContainerNotFoundError,
+            ContainerUnavailableError,
+            InsufficientStorageError,
+        ),
         summary="Stop a container and recover it in place; answers once it runs again",
     )
     async def restart(container_id: str) -> Response:

@@ -37,6 +37,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from segmentstore.cluster.assignment import assign
+from segmentstore.cluster.leases import BackendUsage, ContainerLease, LeaseStore, Membership
 from segmentstore.cluster.secret import ClusterSecret
 from segmentstore.containers.failures import is_fenced
 from segmentstore.containers.status import ContainerStatus
@@ -44,7 +45,6 @@ from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.settings import Settings
 from segmentstore.store import SegmentStore
 from segmentstore.tier1 import DataLogError
-from segmentstore.tier1.leases import BackendUsage, ContainerLease, LeaseStore, Membership
 
 log = logging.getLogger(__name__)
 
@@ -422,11 +422,9 @@ class ClusterMembership:
 
 def on_jetstream(store: SegmentStore, settings: Settings) -> ClusterMembership:
     """This node's membership, its leases kept beside its JetStream Tier 1."""
-    from segmentstore.containers.tier1_logs import jetstream_options
-    from segmentstore.tier1.jetstream.leases import JetStreamLeases
+    from segmentstore.cluster.jetstream_leases import JetStreamLeases
 
     cluster = settings.cluster
     secret = ClusterSecret(cluster.secret_bytes())
-    options = jetstream_options(settings.tier1.jetstream)
-    leases = JetStreamLeases(options, cluster.lease_ms, secret.leases)
+    leases = JetStreamLeases(settings.tier1.jetstream, cluster.lease_ms, secret.leases)
     return ClusterMembership(store, leases, cluster.node_id, cluster.advertise_url, secret)

@@ -15,7 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from raw_http import answer, head
-from served_store import ServedStore
+
+from segmentstore.harness.served_store import ServedStore
 
 pytestmark = [pytest.mark.integration]
 
@@ -35,7 +36,7 @@ def served(root: Path, head_timeout_s: float) -> Iterator[ServedStore]:
         "SEGMENTSTORE_API__MAX_CONNECTIONS": str(NODE_CAP),
         "SEGMENTSTORE_API__MAX_CONNECTIONS_PER_CLIENT": str(PER_CLIENT),
     }
-    store = ServedStore(root / "data", root / "serve.log", settings)
+    store = ServedStore(root / "data", root / "serve.log", settings, environ=os.environ)
     try:
         store.wait_ready(60)
         assert httpx.put(f"{store.url}/v1/segments/limits/0", timeout=30).status_code == 201

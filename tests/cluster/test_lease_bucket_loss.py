@@ -22,8 +22,8 @@ from nats.js.api import StorageType, StreamConfig
 from nats.js.errors import BadRequestError
 from store_cluster import StoreCluster
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.contracts.mapping import container_of
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from drill_cli import run_drill
-from served_store import ServedStore
+
+from segmentstore.harness.served_store import ServedStore
 
 
 @pytest.mark.integration
@@ -106,6 +107,7 @@ def test_a_drill_of_a_running_node_with_auth_sends_its_token(tmp_path: Path) -> 
         tmp_path / "data",
         tmp_path / "serve.log",
         {"SEGMENTSTORE_AUTH__TOKENS": json.dumps({token: "admin"})},
+        environ=os.environ,
     )
     try:
         node.wait_ready(60)

@@ -7,16 +7,17 @@ behind it and every container runs again, with every acknowledged byte in place.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from served_store import ServedStore
 
 from segmentstore.contracts.mapping import container_of
 from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
+from segmentstore.harness.served_store import ServedStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -58,7 +59,9 @@ def node(disks: tuple[SmallDisk, SmallDisk], tmp_path: Path) -> Iterator[ServedS
         "SEGMENTSTORE_STORE__RECOVERY_RETRY_MAX_MS": "1000",
     }
     args = ["--containers", str(CONTAINERS), "--tier2", (tier2.path / "tier2").as_uri()]
-    served = ServedStore(tier1.path / "data", tmp_path / "serve.log", settings, args)
+    served = ServedStore(
+        tier1.path / "data", tmp_path / "serve.log", settings, args, environ=os.environ
+    )
     try:
         served.wait_ready(60)
         yield served

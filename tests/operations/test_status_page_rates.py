@@ -5,6 +5,7 @@ within 20 % of what the node's counters say."""
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import threading
@@ -16,7 +17,8 @@ import pytest
 from browser import read_page, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from selenium import webdriver
-from served_store import ServedStore
+
+from segmentstore.harness.served_store import ServedStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -27,7 +29,7 @@ APPENDS_PER_S = 300
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedStore]:
     root = tmp_path_factory.mktemp("rates-node")
-    served = ServedStore(root / "data", root / "serve.log")
+    served = ServedStore(root / "data", root / "serve.log", environ=os.environ)
     try:
         served.wait_ready(60)
         with httpx.Client(base_url=served.url, timeout=30) as http:
