@@ -55,8 +55,12 @@ _HEADER_EXTRA = len(b": \r\n")
 _HEAD_END = len(b"\r\n")
 
 
-class _HeadTooLarge(Exception):
-    """Raised inside the parser to stop it at a head over the limit."""
+class _HeadTooLarge(SegmentStoreError):
+    """Raised inside the parser to stop it at a head over the limit (answered 431 by the
+    connection itself; never an answer of its own)."""
+
+    code = "head_too_large"
+    on_the_wire = False
 
 
 def limited_protocol(
@@ -162,7 +166,7 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
             # A head that came whole in one read is over the limit: stop the parser here,
             # before the request is made (data_received answers 431).
             self._head_too_large = True
-            raise _HeadTooLarge()
+            raise _HeadTooLarge(f"the request's head is over {self.head_limit} bytes")
         super().on_headers_complete()
 
     def _head_size(self) -> int:
