@@ -30,14 +30,23 @@ class Verdict:
     duplicated: int = 0
     problems: list[str] = field(default_factory=list)
     ends: dict[str, int] = field(default_factory=dict)  # segment -> how far it was read
+    # why the lost ones were lost -> how many: every acknowledged append that could not be
+    # read back counts, whatever stopped it (an offline container, a short chunk, ...)
+    lost_reasons: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: Verdict) -> None:
         self.checked += other.checked
         self.lost += other.lost
+        for reason, count in other.lost_reasons.items():
+            self.lost_reasons[reason] = self.lost_reasons.get(reason, 0) + count
         self.torn_bytes += other.torn_bytes
         self.duplicated += other.duplicated
         self.problems.extend(other.problems[: max(0, 20 - len(self.problems))])
         self.ends.update(other.ends)
+
+    def count_lost(self, reason: str, count: int = 1) -> None:
+        self.lost += count
+        self.lost_reasons[reason] = self.lost_reasons.get(reason, 0) + count
 
 
 def check(name: str, ledger: SegmentLedger, parsed: Parsed, length: int, start: int = 0) -> Verdict:
@@ -62,10 +71,11 @@ def check(name: str, ledger: SegmentLedger, parsed: Parsed, length: int, start: 
         if offset in at.get(key, ()):
             verdict.checked += 1
         else:
-            verdict.lost += 1
+            beyond = offset >= length
+            verdict.count_lost("past the segment's end" if beyond else "not at its offset")
             verdict.problems.append(f"{name}: acknowledged record {key} missing at {offset}")
     for key in ledger.applied_elsewhere if start == 0 else ():  # it may lie before start
         if key not in at:
-            verdict.lost += 1
+            verdict.count_lost("answered duplicate, absent")
             verdict.problems.append(f"{name}: record {key} answered duplicate but is absent")
     return verdict

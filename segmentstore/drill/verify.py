@@ -23,6 +23,10 @@ _READ_BYTES = 4 << 20
 class VerifyError(RuntimeError):
     """The store did not answer well enough, within the deadline, to verify anything."""
 
+    def __init__(self, message: str, reason: str = "no answer") -> None:
+        super().__init__(message)
+        self.reason = reason  # short, to count losses by: the error code, or "no answer"
+
 
 async def _get(
     client: httpx.AsyncClient, path: str, patience_s: float, **params: int
@@ -38,10 +42,11 @@ async def _get(
             if answer.status_code == 404 and "segment_not_found" in answer.text:
                 return None
             why = f"{answer.status_code} {answer.text[:200]}"
+            reason = f"{answer.status_code} {_error_code(answer)}"
         except httpx.TransportError as error:
-            why = repr(error)
+            why, reason = repr(error), "no answer"
         if time.monotonic() > deadline:
-            raise VerifyError(f"GET {path}: {why}")
+            raise VerifyError(f"GET {path}: {why}", reason)
         await asyncio.sleep(0.1)
 
 
@@ -59,6 +64,10 @@ async def verify_all(
     hour under load is minutes, not the patience owed to one answer. Once a segment could not
     be read, each of the rest gets one try: a store that is down would otherwise cost
     ``timeout_s`` per segment.
+
+    Every acknowledged append that cannot be read back is lost, whatever the reason (an
+    offline container, a short chunk, a damaged manifest): the verdict counts it under that
+    reason (``unreadable: 503 container_unavailable``) beside those missing from what was read.
     """
     verdict = Verdict()
     unreadable: list[str] = []
@@ -68,14 +77,21 @@ async def verify_all(
         try:
             start, data = await _read_from(client, name, start, 0.0 if unreadable else timeout_s)
         except VerifyError as error:
-            unreadable.append(f"{name} ({len(ledger.acknowledged)} acknowledged): {error}")
+            unread = sum(1 for offset, _ in ledger.acknowledged.values() if offset >= start)
+            unreadable.append(f"{name} ({unread} acknowledged from {start}): {error}")
+            verdict.count_lost(f"unreadable: {error.reason}", unread)
             continue
         end = start + len(data)
         verdict.add(check(name, ledger, parse(data, base=start), end, start))
-    if unreadable and len(unreadable) == len(load.ledgers):
-        raise VerifyError("; ".join(unreadable[:3]))
     verdict.problems.extend(f"could not verify {why}" for why in unreadable[:10])
     return verdict
+
+
+def _error_code(answer: httpx.Response) -> str:
+    try:
+        return str(answer.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return "no error code"
 
 
 async def _read_from(

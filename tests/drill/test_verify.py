@@ -13,6 +13,7 @@ from segmentstore.api.app import create_app
 from segmentstore.drill.load import Load, segment_path
 from segmentstore.drill.payload import record
 from segmentstore.drill.verify import verify_all
+from segmentstore.loopback import free_port
 
 NAME = "drill/segment-000"
 
@@ -48,3 +49,30 @@ async def test_a_check_from_where_the_last_one_ended_reads_and_checks_only_the_r
             # An acknowledged record that is not at its offset beyond the start is lost.
             ledger.acknowledged[(9, 3)] = (first_end + 10, 88)
             assert (await verify_all(load, client, timeout_s=5, since=whole.ends)).lost == 1
+
+            # Acknowledged records beyond the segment's end are lost, and say so.
+            ledger.acknowledged[(9, 4)] = (first_end + 10_000, 88)
+            past = await verify_all(load, client, timeout_s=5, since=whole.ends)
+            assert past.lost == 2
+            assert past.lost_reasons == {"not at its offset": 1, "past the segment's end": 1}
+
+
+async def test_what_cannot_be_read_back_is_lost_with_the_reason(tmp_path: Path) -> None:
+    """A store that does not answer loses every acknowledged append it holds, as far as the
+    drill can tell: counted as lost beside the reason, never only as 'could not verify'."""
+    async with SegmentStore.open(tmp_path) as store:
+        transport = httpx.ASGITransport(app=create_app(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://store") as client:
+            load = Load(client, [NAME], writers=2, readers=0, payload_bytes=(100, 200), seed=6)
+            await load.create_segments()
+            load.start()
+            await asyncio.sleep(0.3)
+            await load.stop()
+    acknowledged = len(load.ledgers[NAME].acknowledged)
+    assert acknowledged > 0
+    port = free_port()  # nothing listens there
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as nobody:
+        verdict = await verify_all(load, nobody, timeout_s=0.3)
+    assert verdict.lost == acknowledged
+    assert verdict.lost_reasons == {"unreadable: no answer": acknowledged}
+    assert verdict.problems and verdict.problems[0].startswith("could not verify")
