@@ -24,6 +24,7 @@ from segmentstore.contracts.errors import (
     BadOffsetError,
     ContainerNotFoundError,
     ContainerUnavailableError,
+    DataCorruptedError,
     EndOfSegmentError,
     ForbiddenError,
     InsufficientStorageError,
@@ -68,6 +69,9 @@ STATUS: Mapping[type[SegmentStoreError], int] = {
     ThrottledError: 429,
     ContainerUnavailableError: 503,
     InsufficientStorageError: 507,
+    # Tier 2 answered with bytes that fail their checksum: the store, a gateway to Tier 2, got
+    # a bad answer from it. Not 503: retrying will not mend them.
+    DataCorruptedError: 502,
 }
 
 # Statuses after which a client should come back later: they carry ``Retry-After``.

@@ -77,6 +77,14 @@ class StoreCollector(Collector):
         for c in containers:
             recoveries.add_metric([str(c.id)], c.auto_recoveries)
         yield recoveries
+        corrupted = CounterMetricFamily(
+            "segmentstore_container_tier2_corrupted_reads",
+            "Tier 2 reads refused because their bytes failed their checksum (data_corrupted)",
+            labels=["container"],
+        )
+        for c in containers:
+            corrupted.add_metric([str(c.id)], c.corrupted_reads)
+        yield corrupted
         yield from self._cache()
 
     def _cache(self) -> Iterator[Metric]:

@@ -66,6 +66,7 @@ OPTIONS = (
         'a JSON object {"segment": milliseconds since the epoch}',
     ),
     Option("fail_on_data_loss", "failOnDataLoss", "batch and stream", "true, false"),
+    Option("verify_checksums", None, "batch and stream", "true (the default), false"),
     Option("min_partitions", "minPartitions", "batch and stream", "an integer >= 1"),
     Option("max_bytes_per_trigger", "maxBytesPerTrigger", "stream", "an integer >= 1"),
 )
@@ -142,6 +143,7 @@ class ScanOptions:
     ending: Bound = field(default_factory=lambda: Bound(LATEST))
     fail_on_data_loss: bool = True
     min_partitions: int = 1
+    verify_checksums: bool = True
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ScanOptions:
@@ -181,6 +183,7 @@ class SourceOptions:
             ending=_bound(given, _ENDS, LATEST),
             fail_on_data_loss=_boolean(given, "fail_on_data_loss", True),
             min_partitions=_positive(given, "min_partitions") or 1,
+            verify_checksums=_boolean(given, "verify_checksums", True),
         )
         batch_only = tuple(name for name in _ENDS if name in given)
         if mode != "events":

@@ -9,7 +9,7 @@ In ``bytes`` mode a partition is one chunk. In ``events`` mode a chunk may begin
 event (the Storage Writer splits appends where chunks roll), so a partition may only begin
 where an event is known to begin: the first at the scan's starting offset, each later one at
 the first append boundary that a chunk's time index sidecar records
-(:mod:`segmentstore.tier2.time_index`; appends made by ``:appendEvents`` are whole events). A chunk
+(:mod:`segmentstore.tier2.chunk_index`; appends made by ``:appendEvents`` are whole events). A chunk
 with no such boundary joins the partition before it. ``min_partitions`` cuts large partitions
 further, events mode at recorded boundaries only. Nothing here is trusted blindly: each
 partition must decode exactly up to the start of the next
@@ -34,7 +34,7 @@ from segmentstore.jobs.errors import DataLossError, ScanOptionsError
 from segmentstore.jobs.options import ScanOptions
 from segmentstore.jobs.positions import LostRange, ending_offset, starting_offset, wanted
 from segmentstore.jobs.selection import select_segments
-from segmentstore.tier2 import ChunkInfo, ChunkStorage, SegmentManifest, segment_key, time_index_key
+from segmentstore.tier2 import ChunkInfo, ChunkStorage, SegmentManifest, segment_key
 
 __all__ = ["LostRange", "ScanPartition", "ScanPlan", "SegmentRange", "plan_scan"]
 
@@ -121,7 +121,7 @@ def _plan_segment(
 ) -> tuple[SegmentBoundaries, set[str]]:
     name = manifest.name
     events = options.mode == "events"
-    boundaries = SegmentBoundaries(storage, manifest)
+    boundaries = SegmentBoundaries(storage, manifest, verify=options.verify_checksums)
     start = starting_offset(
         options.starting,
         boundaries,
@@ -172,7 +172,7 @@ def _plan_segment(
         ]
         return boundaries, present
     later = [c for c in chunks if c.start_offset > start]
-    boundaries.preload(later, present, pool)
+    boundaries.preload(later, pool)
     cuts = [start]
     for chunk in later:
         offsets = boundaries.entries(chunk)[0]
@@ -209,7 +209,7 @@ def _split(
             cuts = ideal
         else:
             boundaries, present = of_segment[partition.segment]
-            boundaries.preload(partition.chunks, present, pool)
+            boundaries.preload(partition.chunks, pool)
             recorded = boundaries.recorded_between(partition.start, partition.stop)
             cuts = sorted({_nearest(recorded, at) for at in ideal} if recorded else set())
         edges = [partition.start, *cuts, partition.stop]
@@ -235,15 +235,13 @@ def _nearest(sorted_offsets: list[int], at: int) -> int:
 
 
 def _present_chunks(name: str, chunks: Sequence[ChunkInfo], storage: ChunkStorage) -> set[str]:
-    """Which of ``chunks`` (and of their sidecars) Tier 2 holds: one listing of the segment's
-    prefix, and a lookup for each chunk adopted from elsewhere (a merged transaction's)."""
+    """Which of ``chunks`` Tier 2 holds: one listing of the segment's prefix, and a lookup
+    for each chunk adopted from elsewhere (a merged transaction's)."""
     prefix = segment_key(name) + "/"
     present = set(storage.list(prefix))
     for chunk in chunks:
-        if not chunk.key.startswith(prefix):
-            for key in (chunk.key, time_index_key(chunk.key)):
-                if storage.exists(key):
-                    present.add(key)
+        if not chunk.key.startswith(prefix) and storage.exists(chunk.key):
+            present.add(chunk.key)
     return present
 
 

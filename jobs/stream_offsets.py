@@ -129,7 +129,7 @@ def last_boundary(boundaries: SegmentBoundaries, known: int, target: int) -> int
     recorded = boundaries.recorded_at_or_below(target)
     best = recorded if recorded is not None and recorded > known else known
     manifest = boundaries.manifest
-    data = read_range(boundaries.storage, manifest.chunks, best, target)
+    data = read_range(boundaries.reader, manifest.name, manifest.chunks, best, target)
     return best + walk_events(data, manifest.name, best).whole
 
 
@@ -138,7 +138,7 @@ def _one_event(boundaries: SegmentBoundaries, at: int, limit: int) -> int:
     if at + HEADER.size > limit:
         return at
     manifest = boundaries.manifest
-    header = read_range(boundaries.storage, manifest.chunks, at, at + HEADER.size)
+    header = read_range(boundaries.reader, manifest.name, manifest.chunks, at, at + HEADER.size)
     walk = walk_events(header, manifest.name, at)
     end = at + (walk.whole or walk.need)
     return end if end <= limit else at

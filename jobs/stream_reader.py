@@ -137,7 +137,12 @@ class SegmentStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         spec: Any = partition.value
         if not isinstance(spec, ScanPartition):
             return iter(())
-        rows = read_partition(self._storage(), spec, fail_on_data_loss=self.scan.fail_on_data_loss)
+        rows = read_partition(
+            self._storage(),
+            spec,
+            fail_on_data_loss=self.scan.fail_on_data_loss,
+            verify_checksums=self.scan.verify_checksums,
+        )
         return reported_rows(rows)
 
     def commit(self, end: dict[str, int]) -> None:

@@ -3,7 +3,9 @@
 A block is fetched through the segment's manifest (the only truth about Tier 2), clamped to
 what Tier 2 holds and to the gap in the read index around the offset, so a fetched entry
 never overlaps one that is cached already. If the cache has no room even after eviction, the
-bytes are served without being cached.
+bytes are served without being cached. Every fetched byte is checked against its chunk's
+checksums first (``ChunkCorruptedError`` otherwise, which the container answers
+``data_corrupted``): damaged bytes are never cached nor served.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from segmentstore.tier2 import ChunkStorage, SegmentReader
 
 
 class Tier2Reads:
-    def __init__(self, storage: ChunkStorage, cache: CacheManager, block_bytes: int) -> None:
+    def __init__(
+        self, storage: ChunkStorage, cache: CacheManager, block_bytes: int, verify: bool = True
+    ) -> None:
         self.storage = storage
-        self._reader = SegmentReader(storage)
+        self._reader = SegmentReader(storage, verify=verify)
         self._cache = cache
         self._block = block_bytes
 

@@ -24,10 +24,11 @@ from segmentstore.tier2 import (
     ChunkStorage,
     ManifestStore,
     SegmentManifest,
+    TimeIndexEntry,
+    load_chunk_index,
     open_chunk_storage,
-    time_index_key,
 )
-from segmentstore.tier2.time_index import TimeIndexEntry, encode_entries
+from segmentstore.tier2.chunk_index import index_object_key
 
 from .conftest import HEADER, Event, unframe
 
@@ -68,11 +69,17 @@ def options(storage: ChunkStorage, **given: str) -> ScanOptions:
     return ScanOptions.parse({"tier2": storage.uri, "segments": "s/*", **given})
 
 
-def read_all(storage: ChunkStorage, plan: ScanPlan, fail_on_data_loss: bool = True) -> list[Event]:
+def read_all(
+    storage: ChunkStorage, plan: ScanPlan, fail_on_data_loss: bool = True, verify: bool = True
+) -> list[Event]:
     events = []
     for partition in plan.partitions:
         for batch in read_partition(
-            storage, partition, fail_on_data_loss=fail_on_data_loss, window_bytes=512
+            storage,
+            partition,
+            fail_on_data_loss=fail_on_data_loss,
+            window_bytes=512,
+            verify_checksums=verify,
         ):
             events += zip(
                 batch.column("segment").to_pylist(),
@@ -102,11 +109,16 @@ def test_sidecar_boundaries_split_segments_into_proven_partitions(storage: Chunk
     assert read_all(storage, plan) == expected
 
 
-def test_without_sidecars_a_segment_is_one_partition(storage: ChunkStorage) -> None:
+def test_without_indexes_a_segment_is_one_partition_read_only_unverified(
+    storage: ChunkStorage,
+) -> None:
     expected = build(storage, "s/0", 3, sidecars=False)
-    plan = plan_scan(options(storage), storage)
+    plan = plan_scan(options(storage, verify_checksums="false"), storage)
     assert len(plan.partitions) == 1
-    assert read_all(storage, plan) == expected
+    assert read_all(storage, plan, verify=False) == expected
+    # Chunks without checksums (written before there were any) cannot be verified.
+    with pytest.raises(DataLossError, match="no checksum covers"):
+        read_all(storage, plan_scan(options(storage), storage))
 
 
 def test_a_boundary_that_is_not_an_event_boundary_fails_the_partition_before_it(
@@ -120,11 +132,11 @@ def test_a_boundary_that_is_not_an_event_boundary_fails_the_partition_before_it(
         p.start for p in real.partitions if chunk.start_offset <= p.start < chunk.end_offset
     )
     bogus = boundary + 3  # inside the header of the event that starts there
-    key = time_index_key(chunk.key)
+    index = load_chunk_index(storage, chunk)
+    key = index_object_key(chunk)
     storage.delete(key)
-    storage.create(
-        key, [encode_entries(chunk.start_offset, [TimeIndexEntry(bogus, 0)], first=True)]
-    )
+    bogus_index = dataclasses.replace(index, boundaries=(TimeIndexEntry(bogus, 0),))
+    storage.create(key, [bogus_index.encode()])
     plan = plan_scan(options(storage), storage)
     assert bogus in [p.start for p in plan.partitions]
     with pytest.raises(BrokenFramingError, match=f"offset {bogus} of segment 's/0'"):
