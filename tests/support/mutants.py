@@ -2,10 +2,10 @@
 which check catches each (:mod:`mutant_catalog` lists them).
 
 Each mutant is applied to a scratch copy of the source (the working tree's files, or a git
-revision's with ``--rev``), never to the tree itself. The copy is imported through a tree of
-symbolic links laid out like the installed package (``segmentstore/tier1`` -> ``tier1/``, as
-setup.py installs it) that comes first on ``PYTHONPATH``, so the checks, and every process
-they spawn, run the mutated code with the project's own virtual environment. Checks run one
+revision's with ``--rev``), never to the tree itself. The copy gets symbolic links that lay
+it out like the installed package (``segmentstore/tier1`` -> ``tier1/``, as setup.py installs
+it) and comes first on ``PYTHONPATH``, so the checks, and every process they spawn, run the
+mutated code with the project's own virtual environment. Checks run one
 after another until one catches the mutant (exit status 1) or the mutant's budget is spent.
 
     python tests/support/mutants.py [--fast] [--only NAME ...] [--rev REV] [--json FILE]
@@ -53,7 +53,7 @@ class Outcome:
 
 def scratch_copy(into: Path, rev: str | None) -> Path:
     """The project's source in ``into/src``: the working tree's files (tracked and untracked,
-    less what git ignores) or ``rev``'s; and ``into/pkg``, the package as it installs."""
+    less what git ignores) or ``rev``'s, laid out to be imported as the package installs."""
     source = into / "src"
     source.mkdir(parents=True)
     if rev is not None:
@@ -74,16 +74,15 @@ def scratch_copy(into: Path, rev: str | None) -> Path:
             if origin.is_file():
                 (source / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(origin, source / name)
-    package = into / "pkg"
+    # The package as it installs, inside the copy itself (segmentstore/tier1 -> ../tier1,
+    # ...): Python finds `segmentstore` in the working directory before anything else, so
+    # the copy must be whole there, or the project's editable install would fill the gaps.
     with (source / "pyproject.toml").open("rb") as pyproject:
         folders = tomllib.load(pyproject)["tool"]["segmentstore"]["package-folders"]
-    top = package / "segmentstore"
-    top.mkdir(parents=True)
-    for entry in (source / folders["segmentstore"]).iterdir():
-        (top / entry.name).symlink_to(entry)
+    top = source / folders["segmentstore"]
     for name, folder in folders.items():
         if name != "segmentstore":
-            (package / name.replace(".", "/")).symlink_to(source / folder)
+            (top / name.split(".", 1)[1]).symlink_to(source / folder)
     return source
 
 
@@ -101,7 +100,7 @@ def apply(mutant: Mutant, source: Path) -> None:
 
 def run_check(check: Check, source: Path, timeout_s: float) -> tuple[int | None, str]:
     """(exit status or None if it ran out of time, its last output)."""
-    env = {**os.environ, "PYTHONPATH": str(source.parent / "pkg")}
+    env = {**os.environ, "PYTHONPATH": str(source)}
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_CURRENT_TEST", None)
     try:
