@@ -22,6 +22,7 @@ API_STATUSES = {
     431: {"request_header_too_large"},
     416: {"offset_beyond_end", "end_of_segment"},
     422: {"invalid_events"},
+    502: {"data_corrupted"},
     429: {"throttled"},
     503: {"container_unavailable"},
     507: {"insufficient_storage"},
@@ -49,6 +50,7 @@ SAMPLES: list[SegmentStoreError] = [
     e.ThrottledError("full", retry_after_ms=2500),
     e.ContainerUnavailableError(1, "recovering"),
     e.InsufficientStorageError("disk"),
+    e.DataCorruptedError("s", "segments/x/chunk", 0, 65536, "its CRC32C does not match"),
 ]
 
 

@@ -40,6 +40,7 @@ SAMPLES: list[SegmentStoreError] = [
     e.ThrottledError("full", retry_after_ms=2500),
     e.ContainerUnavailableError(1, "recovering"),
     e.InsufficientStorageError("disk"),
+    e.DataCorruptedError("s", "segments/x/chunk", 0, 65536, "its CRC32C does not match"),
 ]
 
 

@@ -21,7 +21,7 @@ API_CODES = {
     "container_not_found", "segment_exists", "segment_sealed", "segment_truncated", "bad_offset",
     "bad_attribute_update", "payload_too_large", "offset_beyond_end", "end_of_segment",
     "invalid_events", "throttled", "container_unavailable", "insufficient_storage",
-    "request_timeout", "request_header_too_large", "writer_seq_mismatch",
+    "request_timeout", "request_header_too_large", "writer_seq_mismatch", "data_corrupted",
 }  # fmt: skip
 
 
