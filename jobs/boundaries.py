@@ -212,4 +212,3 @@ class SegmentBoundaries:
         offsets, times = best
         offset = offsets[bisect_left(times, time_ms) - 1]
         return min(max(offset, manifest.start_offset), manifest.storage_length)
-

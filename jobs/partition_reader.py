@@ -29,7 +29,13 @@ from segmentstore.jobs.chunk_reads import MissingChunkError, chunk_at, read_rang
 from segmentstore.jobs.errors import BrokenFramingError, DataLossError
 from segmentstore.jobs.framing import bytes_batch, events_batch, walk_events
 from segmentstore.jobs.planner import ScanPartition
-from segmentstore.tier2 import ChunkCorruptedError, ChunkStorage, SegmentReader
+from segmentstore.tier2 import (
+    ChunkCorruptedError,
+    ChunkStorage,
+    ManifestStore,
+    SegmentReader,
+    Tier2Error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +60,7 @@ def read_partition(
     except MissingChunkError as missing:
         chunk = missing.chunk
         reason = f"bytes [{chunk.start_offset}, {chunk.end_offset}) cannot be read: {missing}"
+        reason += _since_planned(storage, partition)
         if fail_on_data_loss:
             raise DataLossError(partition.segment, reason, chunk.key) from missing.__cause__
         log.warning(
@@ -64,6 +71,22 @@ def read_partition(
             chunk.key,
             missing,
         )
+
+
+def _since_planned(storage: ChunkStorage, partition: ScanPartition) -> str:
+    """Why a planned chunk may be gone: the segment deleted, or created again, since."""
+    try:
+        found = ManifestStore(storage).load(partition.segment)
+    except Tier2Error:
+        return ""
+    if found is None:
+        return " (the segment was deleted after the scan was planned)"
+    if partition.segment_id is not None and found[0].segment_id != partition.segment_id:
+        return (
+            f" (the segment was deleted and created again after the scan was planned: segment"
+            f" id {partition.segment_id}, now {found[0].segment_id})"
+        )
+    return ""
 
 
 class _Reads:

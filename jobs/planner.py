@@ -25,7 +25,7 @@ import itertools
 import logging
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -58,6 +58,7 @@ class ScanPartition:
     stop: int
     exact: bool
     chunks: tuple[ChunkInfo, ...]
+    segment_id: int | None = None  # the incarnation planned (None: not known)
 
 
 @dataclass(frozen=True)
@@ -84,16 +85,21 @@ def plan_scan(
     *,
     offsets_are_boundaries: bool = False,
     manifests: list[SegmentManifest] | None = None,
+    segment_ids: Mapping[str, int] | None = None,
 ) -> ScanPlan:
     """Read the manifests (once each, unless given) and cut the scan into partitions.
 
     ``offsets_are_boundaries``: the starting and ending offsets are event boundaries already
     proven (a streaming micro-batch's), so they are not proven again, and each segment's last
     partition must end exactly at its ending offset, not before a partial event that the next
-    micro-batch would then skip.
+    micro-batch would then skip. ``segment_ids``: the incarnations the offsets belong to (a
+    micro-batch's); a segment that is another one by now (deleted and created again) is data
+    loss, or with ``fail_on_data_loss`` false left out with a warning.
     """
     if manifests is None:
         manifests = select_segments(options, storage)
+    if segment_ids is not None:
+        manifests = [m for m in manifests if _same_incarnation(m, segment_ids, options)]
     for option, bound in (("starting", options.starting), ("ending", options.ending)):
         if unselected := sorted(n for n in bound.named() if not options.segments.matches(n)):
             raise ScanOptionsError(
@@ -109,6 +115,22 @@ def plan_scan(
         if options.min_partitions > len(plan.partitions):
             plan.partitions = _split(plan.partitions, options.min_partitions, planned, pool)
     return plan
+
+
+def _same_incarnation(
+    manifest: SegmentManifest, segment_ids: Mapping[str, int], options: ScanOptions
+) -> bool:
+    expected = segment_ids.get(manifest.name, manifest.segment_id)
+    if expected == manifest.segment_id:
+        return True
+    reason = (
+        f"it was deleted and created again (segment id {expected}, now {manifest.segment_id})"
+        " since the range to read was decided"
+    )
+    if options.fail_on_data_loss:
+        raise DataLossError(manifest.name, reason)
+    log.warning("segment %r: %s; left out", manifest.name, reason)
+    return False
 
 
 def _plan_segment(
@@ -165,7 +187,13 @@ def _plan_segment(
     if not events:
         plan.partitions += [
             ScanPartition(
-                name, "bytes", max(start, c.start_offset), min(stop, c.end_offset), False, (c,)
+                name,
+                "bytes",
+                max(start, c.start_offset),
+                min(stop, c.end_offset),
+                False,
+                (c,),
+                manifest.segment_id,
             )
             for c in chunks
             if c.key in present
@@ -182,7 +210,15 @@ def _plan_segment(
     for begin, end in zip(cuts, [*cuts[1:], stop], strict=True):
         exact = exact_end or end != stop
         plan.partitions.append(
-            ScanPartition(name, "events", begin, end, exact, _chunks_between(chunks, begin, end))
+            ScanPartition(
+                name,
+                "events",
+                begin,
+                end,
+                exact,
+                _chunks_between(chunks, begin, end),
+                manifest.segment_id,
+            )
         )
     return boundaries, present
 
@@ -208,7 +244,7 @@ def _split(
         if partition.mode == "bytes":
             cuts = ideal
         else:
-            boundaries, present = of_segment[partition.segment]
+            boundaries = of_segment[partition.segment][0]
             boundaries.preload(partition.chunks, pool)
             recorded = boundaries.recorded_between(partition.start, partition.stop)
             cuts = sorted({_nearest(recorded, at) for at in ideal} if recorded else set())
@@ -223,6 +259,7 @@ def _split(
                     end,
                     partition.exact if last else partition.mode == "events",
                     _chunks_between(partition.chunks, begin, end),
+                    partition.segment_id,
                 )
             )
     return result

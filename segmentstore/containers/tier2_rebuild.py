@@ -103,7 +103,11 @@ async def rebuild_from_tier2(
         found = grouped.get(container_id, [])
         try:
             rebuilt = await _rebuild_container(
-                container_id, data_log_of(container_id), found, settings, report.rebuilt_at_ms,
+                container_id,
+                data_log_of(container_id),
+                found,
+                settings,
+                report.rebuilt_at_ms,
                 damage,
             )
         except DataLogError as error:
@@ -141,7 +145,9 @@ def damaged_ranges(reader: SegmentReader, manifest: SegmentManifest) -> tuple[st
     position, end = manifest.start_offset, manifest.storage_length
     while position < end:
         try:
-            position += len(reader.read_from(manifest, position, min(_VERIFY_PIECE, end - position)))
+            position += len(
+                reader.read_from(manifest, position, min(_VERIFY_PIECE, end - position))
+            )
         except ChunkCorruptedError as error:
             found.append(f"[{error.start}, {error.end}) in chunk {error.chunk}: {error.reason}")
             position = max(error.end, position + 1)

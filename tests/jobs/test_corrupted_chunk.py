@@ -20,6 +20,7 @@ from store_checks import flush
 from tier2_cli import run_tier2_cli
 
 from segmentstore import SegmentStore
+from segmentstore.contracts.mapping import container_of
 from segmentstore.tier2 import ManifestStore, load_chunk_index, open_chunk_storage
 from segmentstore.tier2.chunk_index import Block
 
@@ -64,7 +65,17 @@ async def _write(root: Path) -> Flipped:
             await store.append_events(NAME, [rng.randbytes(rng.randint(20, 400))])
         await flush(store)
         events = await store_events(store, NAME)
-        await store.append_events(NAME, [b"after the flush"])  # a checkpoint, Tier 1 cut
+        # Frames after the flush: checkpoints that Tier 1 is truncated at, so that a store
+        # opened again recovers (and caches) nothing of the flushed bytes.
+        containers = len(store.containers)
+        other = next(
+            name
+            for name in (f"crc/other-{i}" for i in range(1000))
+            if container_of(name, containers) == container_of(NAME, containers)
+        )
+        await store.create_segment(other)
+        for i in range(12):
+            await store.append_events(other, [b"after the flush %d" % i])
     uri = (data_dir / "tier2").resolve().as_uri()
     storage = open_chunk_storage(uri)
     try:

@@ -27,12 +27,8 @@ from segmentstore.contracts.events import HEADER as EVENT_HEADER
 from segmentstore.contracts.mapping import container_of
 from segmentstore.metadata.time_index import SegmentTimeIndex
 from segmentstore.tier2 import (
-    ChunkInfo,
-    InvalidManifestError,
     SegmentReader,
-    TimeIndexEntry,
     open_chunk_storage,
-    read_time_index,
 )
 
 KiB = 1024

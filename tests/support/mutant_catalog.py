@@ -83,7 +83,8 @@ CATALOG: tuple[Mutant, ...] = (
             Replacement(
                 _GROUP_COMMIT,
                 "            self._syncing_to = target\n",
-                "            self._syncing_to = target\n            self._on_progress(target, None)\n",
+                "            self._syncing_to = target\n"
+                "            self._on_progress(target, None)\n",
             ),
         ),
         (_STORE_POWER_LOSS, _POWER_LOSS_DRILL),
@@ -180,10 +181,11 @@ CATALOG: tuple[Mutant, ...] = (
         (
             Check.pytest("tests/tier1/test_jetstream_log.py"),
             Check.drill(
-                "--tier1", "jetstream", "--faults", "jetstream_power_loss", "--duration", "60",
-                "--seed", "5", "--segments", "6", "--writers", "6", "--readers", "1",
+                *("--tier1", "jetstream", "--faults", "jetstream_power_loss"),
+                *("--duration", "60", "--seed", "5"),
+                *("--segments", "6", "--writers", "6", "--readers", "1"),
             ),
-        ),  # fmt: skip
+        ),
         budget_s=420,
     ),
 )

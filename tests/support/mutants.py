@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from mutant_catalog import CATALOG, Check, Mutant  # noqa: E402
+from mutant_catalog import CATALOG, Check, Mutant
 
 ROOT = Path(__file__).resolve().parents[2]
 # What a check prints last, kept to say why it failed (or did not).

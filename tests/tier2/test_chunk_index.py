@@ -31,7 +31,9 @@ BLOCK = 1024
 KEY = "segments/x/chunk-1"
 
 
-def _write(storage: ChunkStorage, start: int, writes: list[bytes], entries: list[list[int]]) -> ChunkInfo:
+def _write(
+    storage: ChunkStorage, start: int, writes: list[bytes], entries: list[list[int]]
+) -> ChunkInfo:
     """A chunk made by appends of ``writes`` (each with its boundaries), as the writer does."""
     builder = ChunkIndexBuilder(start, BLOCK)
     index = b"".join(
