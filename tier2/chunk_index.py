@@ -118,6 +118,10 @@ class ChunkIndex:
         records += [_block(b.start - start, b.end - start, b.crc) for b in self.blocks]
         return MAGIC + b"".join(records)
 
+    def without_boundaries(self) -> ChunkIndex:
+        """Only what verifying needs (to keep many in memory)."""
+        return ChunkIndex(self.chunk, (), self.blocks, self.checksummed)
+
     def with_times(self, time_ms: int) -> ChunkIndex:
         """The same index with every boundary's time replaced (a merge is one append)."""
         boundaries = tuple(e._replace(time_ms=time_ms) for e in self.boundaries)

@@ -48,8 +48,9 @@ class UnreadableManifest:
     reason: str
 
 
-# Chunk indexes kept for reads to come (a 64 MiB chunk's is about 1,000 blocks).
-_KEPT_INDEXES = 1024
+# Chunk checksums kept for reads to come: a 64 MiB chunk's 1,024 blocks take about 150 KB, so
+# at most about 40 MB (boundaries are not kept: readers of those keep their own).
+_KEPT_INDEXES = 256
 
 
 class SegmentReader:
@@ -111,13 +112,14 @@ class SegmentReader:
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     def chunk_index(self, chunk: ChunkInfo) -> ChunkIndex:
-        """The index of ``chunk``, loaded once while this chunk entry (and length) lasts."""
+        """The checksums of ``chunk`` (its index without boundaries), loaded once while this
+        chunk entry (and length) lasts."""
         with self._lock:
             kept = self._indexes.get(chunk.key)
             if kept is not None and kept.chunk == chunk:
                 self._indexes.move_to_end(chunk.key)
                 return kept
-        index = load_chunk_index(self._storage, chunk)
+        index = load_chunk_index(self._storage, chunk).without_boundaries()
         with self._lock:
             self._indexes[chunk.key] = index
             while len(self._indexes) > _KEPT_INDEXES:
@@ -127,7 +129,7 @@ class SegmentReader:
     def time_index(self, chunk: ChunkInfo) -> list[TimeIndexEntry]:
         """The append boundaries (and their times) that ``chunk``'s index records inside it,
         in offset order; none if it has no index (:mod:`segmentstore.tier2.chunk_index`)."""
-        return list(self.chunk_index(chunk).boundaries)
+        return list(load_chunk_index(self._storage, chunk).boundaries)
 
     def holds_any_segment(self) -> bool:
         """Whether this Tier 2 location has at least one segment manifest."""
