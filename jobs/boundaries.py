@@ -175,7 +175,7 @@ class SegmentBoundaries:
             return None
         return Located(offset, event + size, event)
 
-    def _read(self, start: int, stop: int) -> bytes:
+    def _read(self, start: int, stop: int) -> bytes | memoryview:
         stop = min(stop, self.manifest.storage_length)
         if start >= stop:
             return b""

@@ -28,13 +28,14 @@ def chunk_at(chunks: Sequence[ChunkInfo], offset: int) -> ChunkInfo:
 
 def read_range(
     reader: SegmentReader, segment: str, chunks: Sequence[ChunkInfo], start: int, end: int
-) -> bytes:
-    """Segment bytes ``[start, end)`` from ``chunks``, which must hold them.
+) -> bytes | memoryview:
+    """Segment bytes ``[start, end)`` from ``chunks``, which must hold them (maybe a view into
+    a larger read: the scan only parses them, and copying each window cost a tenth of it).
 
     ``MissingChunkError`` for a chunk that is gone (or short, unverified);
     ``ChunkCorruptedError`` (Tier 2's) for bytes that fail their checksum."""
     try:
-        return reader.read_chunks(segment, chunks, start, end)
+        return reader.view_chunks(segment, chunks, start, end)
     except (ChunkNotFoundError, ChunkRangeError) as e:
         chunk = next((c for c in chunks if c.key == e.key), chunk_at(chunks, start))
         raise MissingChunkError(chunk, e) from e

@@ -98,7 +98,7 @@ class _Reads:
         self.fail = fail
         self.skipped = 0  # damaged ranges skipped in this partition
 
-    def read(self, start: int, end: int) -> bytes:
+    def read(self, start: int, end: int) -> bytes | memoryview:
         return read_range(self.reader, self.partition.segment, self.partition.chunks, start, end)
 
     def damaged(self, damage: ChunkCorruptedError, resume: int | None) -> None:
@@ -177,10 +177,10 @@ def _read_bytes(
             data = reads.read(position, end)
         except ChunkCorruptedError as damage:
             if damage.start > position:
-                yield bytes_batch(reads.read(position, damage.start), partition.segment,
-                                  position, chunk.key)  # fmt: skip
+                intact = bytes(reads.read(position, damage.start))
+                yield bytes_batch(intact, partition.segment, position, chunk.key)
             reads.damaged(damage, damage.end)
             position = max(damage.end, position + 1)
             continue
-        yield bytes_batch(data, partition.segment, position, chunk.key)
+        yield bytes_batch(bytes(data), partition.segment, position, chunk.key)
         position = end

@@ -220,9 +220,10 @@ def verify(index: ChunkIndex, segment: str, start: int, data: Buffer) -> None:
 
 def read_verified(
     storage: ChunkStorage, index: ChunkIndex, segment: str, low: int, high: int
-) -> bytes:
+) -> bytes | memoryview:
     """The chunk's bytes ``[low, high)`` (segment offsets inside it), read whole blocks at a
-    time and verified. ``ChunkCorruptedError`` names the first block that is not there whole,
+    time and verified: a view into the blocks read, unless they are exactly the range (no
+    copy either way). ``ChunkCorruptedError`` names the first block that is not there whole,
     does not match, or has no checksum; ``ChunkNotFoundError`` if the chunk is gone."""
     chunk = index.chunk
     if high <= low:
@@ -250,7 +251,7 @@ def read_verified(
     verify(index, segment, first.start, data)
     if low == first.start and high == last.end:
         return data
-    return data[low - first.start : high - first.start]
+    return memoryview(data)[low - first.start : high - first.start]
 
 
 class ChunkIndexBuilder:

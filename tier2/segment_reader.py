@@ -92,8 +92,16 @@ class SegmentReader:
         """Segment ``name``'s bytes ``[start, end)`` from ``chunks`` (in offset order, holding
         them all), verified unless this reader does not verify. ``ChunkRangeError`` if a chunk
         is shorter than it should be and the reader does not verify."""
+        found = self.view_chunks(name, chunks, start, end)
+        return found if isinstance(found, bytes) else bytes(found)
+
+    def view_chunks(
+        self, name: str, chunks: Sequence[ChunkInfo], start: int, end: int
+    ) -> bytes | memoryview:
+        """:meth:`read_chunks`, maybe as a view into a larger read (no copy: for readers that
+        only parse the bytes, such as the Spark source)."""
         first = bisect_right(chunks, start, key=lambda c: c.start_offset) - 1
-        pieces = []
+        pieces: list[bytes | memoryview] = []
         for chunk in chunks[max(first, 0) :]:
             if chunk.start_offset >= end:
                 break
