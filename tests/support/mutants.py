@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -158,9 +159,14 @@ def check_unmutated(mutants: Sequence[Mutant], rev: str | None) -> list[Outcome]
     return outcomes
 
 
+_VERDICT = re.compile(r"\b(lost|problem|passed|failed|error)\b", re.IGNORECASE)
+
+
 def _last_line(tail: str) -> str:
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    return lines[-1][:160] if lines else ""
+    """The check's last line that says something (a drill's table ends in borders)."""
+    lines = [line.strip(" │┃|") for line in tail.splitlines()]
+    said = [line for line in lines if _VERDICT.search(line)] or [l for l in lines if l]
+    return " ".join(said[-1].split())[:160] if said else ""
 
 
 def print_table(outcomes: Sequence[Outcome], unmutated: bool) -> None:
