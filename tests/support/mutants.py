@@ -165,7 +165,7 @@ _VERDICT = re.compile(r"\b(lost|problem|passed|failed|error)\b", re.IGNORECASE)
 def _last_line(tail: str) -> str:
     """The check's last line that says something (a drill's table ends in borders)."""
     lines = [line.strip(" │┃|") for line in tail.splitlines()]
-    said = [line for line in lines if _VERDICT.search(line)] or [l for l in lines if l]
+    said = [line for line in lines if _VERDICT.search(line)] or [line for line in lines if line]
     return " ".join(said[-1].split())[:160] if said else ""
 
 
