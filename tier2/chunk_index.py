@@ -138,24 +138,32 @@ def _block(start: int, end: int, crc: int) -> bytes:
     return body + _RECORD_CRC.pack(crc32c(body))
 
 
-def decode_chunk_index(key: str, data: bytes, chunk: ChunkInfo) -> ChunkIndex:
-    """The index that the object ``data`` (at ``key``) holds for ``chunk``."""
+def decode_chunk_index(
+    key: str, data: bytes, chunk: ChunkInfo, *, boundaries: bool = True
+) -> ChunkIndex:
+    """The index that the object ``data`` (at ``key``) holds for ``chunk``. Without
+    ``boundaries``, only the blocks: boundary records are passed over unread (a verifying
+    reader's load is then a CRC per block record, not per record), and the first block record
+    whose own CRC fails ends the index."""
     if data.startswith(MAGIC_V1):
-        return _decode_v1(data, chunk)
+        index = _decode_v1(data, chunk)
+        return index if boundaries else index.without_boundaries()
     if not data.startswith(MAGIC):
         raise InvalidManifestError(key, "not a chunk index (bad magic)")
     length, base = chunk.length, chunk.start_offset
-    boundaries: list[TimeIndexEntry] = []
+    found: list[TimeIndexEntry] = []
     latest: dict[int, tuple[int, int]] = {}  # block start -> (end, crc), chunk-relative
     view = memoryview(data)
     for at in range(len(MAGIC), len(data) - RECORD_SIZE + 1, RECORD_SIZE):
+        if not boundaries and data[at] == _BOUNDARY:
+            continue
         body = view[at : at + _BODY.size]
         (record_crc,) = _RECORD_CRC.unpack_from(view, at + _BODY.size)
         if crc32c(body) != record_crc:
             break  # torn or damaged: nothing after it can be trusted
         kind, crc, a, b = _BODY.unpack(body)
         if kind == _BOUNDARY and a < length:
-            boundaries.append(TimeIndexEntry(base + a, b))
+            found.append(TimeIndexEntry(base + a, b))
         elif kind == _BLOCK and a < b <= length:
             latest[a] = (b, crc)
     blocks: list[Block] = []
@@ -164,8 +172,8 @@ def decode_chunk_index(key: str, data: bytes, chunk: ChunkInfo) -> ChunkIndex:
         end, crc = latest[position]
         blocks.append(Block(base + position, base + end, crc))
         position = end
-    boundaries.sort()  # a superseded block's boundaries are never repeated, only its CRC
-    return ChunkIndex(chunk, tuple(boundaries), tuple(blocks))
+    found.sort()  # a superseded block's boundaries are never repeated, only its CRC
+    return ChunkIndex(chunk, tuple(found), tuple(blocks))
 
 
 def _decode_v1(data: bytes, chunk: ChunkInfo) -> ChunkIndex:
@@ -178,16 +186,19 @@ def _decode_v1(data: bytes, chunk: ChunkInfo) -> ChunkIndex:
     return ChunkIndex(chunk, tuple(entries), (), checksummed=False)
 
 
-def load_chunk_index(storage: ChunkStorage, chunk: ChunkInfo) -> ChunkIndex:
+def load_chunk_index(
+    storage: ChunkStorage, chunk: ChunkInfo, *, boundaries: bool = True
+) -> ChunkIndex:
     """The index of ``chunk`` (as its manifest entry gives it): the one place that finds it.
-    A chunk without one has no boundaries and no checksums (``checksummed`` false)."""
+    A chunk without one has no boundaries and no checksums (``checksummed`` false). Without
+    ``boundaries``: its checksums only (:func:`decode_chunk_index`)."""
     key = time_index_key(chunk.key)
     try:
         size = storage.size(key)
         data = storage.read(key, 0, size)
     except ChunkNotFoundError:
         return ChunkIndex(chunk, checksummed=False)
-    return decode_chunk_index(key, data, chunk)
+    return decode_chunk_index(key, data, chunk, boundaries=boundaries)
 
 
 def read_time_index(storage: ChunkStorage, chunk: ChunkInfo) -> list[TimeIndexEntry]:

@@ -127,7 +127,7 @@ class SegmentReader:
             if kept is not None and kept.chunk == chunk:
                 self._indexes.move_to_end(chunk.key)
                 return kept
-        index = load_chunk_index(self._storage, chunk).without_boundaries()
+        index = load_chunk_index(self._storage, chunk, boundaries=False)
         with self._lock:
             self._indexes[chunk.key] = index
             while len(self._indexes) > _KEPT_INDEXES:

@@ -142,3 +142,17 @@ def test_chunks_without_checksums_are_refused_but_keep_their_boundaries(
     assert not load_chunk_index(storage, chunk).checksummed
     with pytest.raises(InvalidManifestError):
         decode_chunk_index("k", b"not an index", chunk)
+
+
+def test_a_verifying_load_reads_the_blocks_alone(storage: ChunkStorage) -> None:
+    chunk = _write(storage, 0, [b"w" * 2500], [[0, 1000, 2000]])
+    key = index_object_key(chunk)
+    data = bytearray(storage.read(key, 0, storage.size(key)))
+    data[8 + RECORD_SIZE + 12] ^= 0xFF  # the second boundary record
+    storage.delete(key)
+    storage.create(key, [bytes(data)])
+    whole = load_chunk_index(storage, chunk)
+    assert [e.offset for e in whole.boundaries] == [0] and whole.covered_to == 0  # it stops
+    blocks = load_chunk_index(storage, chunk, boundaries=False)
+    assert blocks.boundaries == () and blocks.covered_to == chunk.end_offset
+    assert read_verified(storage, blocks, "s", 0, 2500) == b"w" * 2500
