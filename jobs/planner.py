@@ -93,13 +93,15 @@ def plan_scan(
     proven (a streaming micro-batch's), so they are not proven again, and each segment's last
     partition must end exactly at its ending offset, not before a partial event that the next
     micro-batch would then skip. ``segment_ids``: the incarnations the offsets belong to (a
-    micro-batch's); a segment that is another one by now (deleted and created again) is data
-    loss, or with ``fail_on_data_loss`` false left out with a warning.
+    micro-batch's, or those the offset options name); a segment that is another one by now
+    (deleted and created again) is data loss, or with ``fail_on_data_loss`` false left out
+    with a warning.
     """
     if manifests is None:
         manifests = select_segments(options, storage)
-    if segment_ids is not None:
-        manifests = [m for m in manifests if _same_incarnation(m, segment_ids, options)]
+    ids = {**options.starting.segment_ids, **options.ending.segment_ids, **(segment_ids or {})}
+    if ids:
+        manifests = [m for m in manifests if _same_incarnation(m, ids, options)]
     for option, bound in (("starting", options.starting), ("ending", options.ending)):
         if unselected := sorted(n for n in bound.named() if not options.segments.matches(n)):
             raise ScanOptionsError(

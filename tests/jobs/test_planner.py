@@ -9,6 +9,7 @@ start), a boundary that is no event boundary fails loudly, and lost data is an e
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from pathlib import Path
 
@@ -229,3 +230,26 @@ def test_bytes_mode_returns_the_raw_bytes_chunk_by_chunk(storage: ChunkStorage) 
     table = pa.Table.from_batches(batches)
     assert b"".join(table.column("data").to_pylist()) == b"".join(appends)
     assert all(len(d) <= 256 for d in table.column("data").to_pylist())
+
+
+def test_offsets_of_another_incarnation_are_data_loss_not_a_stale_read(
+    storage: ChunkStorage,
+) -> None:
+    """Offsets may name the incarnation they were taken from (as stream offsets and the
+    jobs' pinned scans do); a segment that is another one by now is never read from them."""
+    expected = build(storage, "s/0", 21)
+    manifest = manifest_of(storage, "s/0")
+    end = expected[-1][1]
+
+    def pinned(segment_id: int, **given: str) -> ScanOptions:
+        offsets = json.dumps({"s/0": {"segment_id": segment_id, "offset": end}})
+        return options(storage, ending_offsets=offsets, **given)
+
+    same = plan_scan(pinned(manifest.segment_id), storage)
+    assert read_all(storage, same) == expected[:-1]
+    with pytest.raises(DataLossError, match="deleted and created again"):
+        plan_scan(pinned(manifest.segment_id + 1), storage)
+    lenient = plan_scan(pinned(manifest.segment_id + 1, fail_on_data_loss="false"), storage)
+    assert lenient.partitions == []
+    with pytest.raises(ScanOptionsError, match="name segments directly"):
+        options(storage, ending_offsets=json.dumps({"s/0": {"partition": 0}}))
