@@ -49,11 +49,20 @@ class Verdict:
         self.lost_reasons[reason] = self.lost_reasons.get(reason, 0) + count
 
 
-def check(name: str, ledger: SegmentLedger, parsed: Parsed, length: int, start: int = 0) -> Verdict:
+def check(
+    name: str,
+    ledger: SegmentLedger,
+    parsed: Parsed,
+    length: int,
+    start: int = 0,
+    unread: str | None = None,
+) -> Verdict:
     """``parsed`` is the segment read from ``start`` (a record boundary) up to ``length``; the
     ledger is a snapshot taken before the read (everything in it was acknowledged before those
     bytes were read). From a ``start`` past 0 only what lies beyond it is checked: the
-    acknowledged records there, and duplicates among the records read."""
+    acknowledged records there, and duplicates among the records read. ``unread``: why the
+    read stopped at ``length`` before the segment's end (the reason the acknowledged records
+    past it are lost)."""
     verdict = Verdict(ends={name: length})
     if parsed.torn_at is not None:
         verdict.torn_bytes = length - parsed.torn_at
@@ -71,8 +80,10 @@ def check(name: str, ledger: SegmentLedger, parsed: Parsed, length: int, start: 
         if offset in at.get(key, ()):
             verdict.checked += 1
         else:
-            beyond = offset >= length
-            verdict.count_lost("past the segment's end" if beyond else "not at its offset")
+            if offset < length:
+                verdict.count_lost("not at its offset")
+            else:
+                verdict.count_lost(unread or "past the segment's end")
             verdict.problems.append(f"{name}: acknowledged record {key} missing at {offset}")
     for key in ledger.applied_elsewhere if start == 0 else ():  # it may lie before start
         if key not in at:
