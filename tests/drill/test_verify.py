@@ -14,6 +14,7 @@ from segmentstore.drill.load import Load, segment_path
 from segmentstore.drill.payload import record
 from segmentstore.drill.verify import verify_all
 from segmentstore.loopback import free_port
+from segmentstore.tier2 import ManifestStore, open_chunk_storage
 
 NAME = "drill/segment-000"
 
@@ -76,3 +77,49 @@ async def test_what_cannot_be_read_back_is_lost_with_the_reason(tmp_path: Path) 
     assert verdict.lost == acknowledged
     assert verdict.lost_reasons == {"unreadable: no answer": acknowledged}
     assert verdict.problems and verdict.problems[0].startswith("could not verify")
+
+
+async def test_a_damaged_chunk_loses_what_lies_past_the_damage_and_says_why(
+    tmp_path: Path,
+) -> None:
+    """A byte flipped in a flushed chunk: the read back stops there (the store answers
+    data_corrupted); what was read before is checked, and the acknowledged appends from the
+    damage on are lost under that reason."""
+    settings = {
+        "storage_writer": {"flush_interval_ms": 20, "checksum_block_bytes": 4096},
+        "durable_log": {"checkpoint_every_frames": 4},
+    }
+    async with SegmentStore.open(tmp_path, **settings) as store:
+        transport = httpx.ASGITransport(app=create_app(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://store") as client:
+            load = Load(client, [NAME], writers=2, readers=0, payload_bytes=(200, 400), seed=7)
+            await load.create_segments()
+            load.start()
+            await asyncio.sleep(0.5)
+            await load.stop()
+            for container in store.containers:
+                assert container.storage_writer is not None
+                await container.storage_writer.flush_all()
+            for seq in range(1, 13):  # checkpoints, so that Tier 1 is truncated behind Tier 2
+                await store.append(NAME, record(99, seq, 16))
+    storage = open_chunk_storage((tmp_path / "tier2").as_uri())
+    loaded = ManifestStore(storage).load(NAME)
+    assert loaded is not None
+    chunk = loaded[0].chunks[0]
+    assert chunk.length > 3 * 4096
+    data = bytearray(storage.read(chunk.key, 0, chunk.length))
+    data[chunk.length // 2] ^= 0x01
+    storage.delete(chunk.key)
+    storage.create(chunk.key, [bytes(data)])
+    storage.close()
+    acknowledged = load.ledgers[NAME].acknowledged
+    async with SegmentStore.open(tmp_path, **settings) as store:
+        transport = httpx.ASGITransport(app=create_app(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://store") as client:
+            verdict = await verify_all(load, client, timeout_s=0.5)
+    damaged_at = chunk.start_offset + chunk.length // 2 // 4096 * 4096
+    past = sum(1 for offset, _ in acknowledged.values() if offset + 400 > damaged_at)
+    assert 0 < verdict.lost <= past
+    assert verdict.lost_reasons == {"unreadable: 502 data_corrupted": verdict.lost}
+    assert verdict.checked == len(acknowledged) - verdict.lost > 0
+    assert verdict.torn_bytes == 0
