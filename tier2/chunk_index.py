@@ -17,10 +17,11 @@ the manifest that names them. Its bytes, little-endian::
 ``record_crc`` is the CRC32C of the record's first 24 bytes. Blocks are cut at every multiple
 of the writer's block size in *segment* offsets (and at the chunk's edges); a block that a
 later append to the same chunk extends is recorded again, and the later record supersedes the
-earlier. Boundaries are those of the segment's time index, at least one in every aligned
-window of ``time_index_interval_bytes`` where an append begins: the block size is a multiple
-of that interval, so the first boundary recorded at or after a block's end is the first event
-after it, which is where a reader that skips a damaged block resumes.
+earlier. Boundaries are those of the segment's time index (a later record for the same offset
+supersedes an earlier one's time: a merge re-times the chunks it adopts), at least one in
+every aligned window of ``time_index_interval_bytes`` where an append begins: the block size
+is a multiple of that interval, so the first boundary recorded at or after a block's end is
+the first event after it, which is where a reader that skips a damaged block resumes.
 
 Offsets are relative to the chunk, so a merge that moves a chunk into another segment keeps its
 index valid. Where an object may be appended to, the index grows with its chunk; after a crash
@@ -151,7 +152,7 @@ def decode_chunk_index(
     if not data.startswith(MAGIC):
         raise InvalidManifestError(key, "not a chunk index (bad magic)")
     length, base = chunk.length, chunk.start_offset
-    found: list[TimeIndexEntry] = []
+    found: dict[int, int] = {}  # boundary offset -> its (latest) time, chunk-relative
     latest: dict[int, tuple[int, int]] = {}  # block start -> (end, crc), chunk-relative
     view = memoryview(data)
     for at in range(len(MAGIC), len(data) - RECORD_SIZE + 1, RECORD_SIZE):
@@ -163,7 +164,7 @@ def decode_chunk_index(
             break  # torn or damaged: nothing after it can be trusted
         kind, crc, a, b = _BODY.unpack(body)
         if kind == _BOUNDARY and a < length:
-            found.append(TimeIndexEntry(base + a, b))
+            found[a] = b
         elif kind == _BLOCK and a < b <= length:
             latest[a] = (b, crc)
     blocks: list[Block] = []
@@ -172,8 +173,8 @@ def decode_chunk_index(
         end, crc = latest[position]
         blocks.append(Block(base + position, base + end, crc))
         position = end
-    found.sort()  # a superseded block's boundaries are never repeated, only its CRC
-    return ChunkIndex(chunk, tuple(found), tuple(blocks))
+    entries = tuple(TimeIndexEntry(base + a, found[a]) for a in sorted(found))
+    return ChunkIndex(chunk, entries, tuple(blocks))
 
 
 def _decode_v1(data: bytes, chunk: ChunkInfo) -> ChunkIndex:
@@ -199,6 +200,26 @@ def load_chunk_index(
     except ChunkNotFoundError:
         return ChunkIndex(chunk, checksummed=False)
     return decode_chunk_index(key, data, chunk, boundaries=boundaries)
+
+
+def retime_index(storage: ChunkStorage, chunk: ChunkInfo, time_ms: int) -> None:
+    """Give every boundary of ``chunk``'s index the time ``time_ms`` (a merge is one append
+    to its target), keeping its checksums. Never leaves the chunk without its index, whatever
+    fails when: where objects can be appended to, records that supersede the boundaries'
+    times are appended; elsewhere the index is replaced whole, atomically (``put_if``).
+    Idempotent: run again after a failure, it only supersedes again."""
+    index = load_chunk_index(storage, chunk)
+    if not index.boundaries or not index.checksummed:
+        return
+    key = index_object_key(chunk)
+    if storage.supports_append:
+        start = chunk.start_offset
+        records = b"".join(_boundary(e.offset - start, time_ms) for e in index.boundaries)
+        storage.append(key, storage.size(key), [records])
+        return
+    found = storage.get(key)
+    if found is not None:
+        storage.put_if(key, index.with_times(time_ms).encode(), found[1])
 
 
 def read_time_index(storage: ChunkStorage, chunk: ChunkInfo) -> list[TimeIndexEntry]:

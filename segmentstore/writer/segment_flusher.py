@@ -22,9 +22,8 @@ from segmentstore.tier2 import (
     ManifestStore,
     SegmentManifest,
     chunk_key,
-    load_chunk_index,
 )
-from segmentstore.tier2.chunk_index import index_object_key
+from segmentstore.tier2.chunk_index import index_object_key, retime_index
 
 
 @dataclasses.dataclass(slots=True)
@@ -223,11 +222,7 @@ class SegmentFlusher:
                 f"{self.name}: merge at {at_offset}, Tier 2 has {base.storage_length}"
             )
         for chunk in source.chunks:
-            index = load_chunk_index(self._storage, chunk)
-            if index.boundaries and index.checksummed:
-                key = index_object_key(chunk)
-                self._storage.delete(key)
-                self._storage.create(key, [index.with_times(time_ms).encode()])
+            retime_index(self._storage, chunk, time_ms)
         moved = tuple(ChunkInfo(c.key, c.start_offset + at_offset, c.length) for c in source.chunks)
         self._save(
             dataclasses.replace(

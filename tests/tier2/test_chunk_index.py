@@ -7,12 +7,16 @@ import random
 from pathlib import Path
 
 import pytest
+from fault_injection import FaultInjector
+from flaky_tier2 import FlakyChunkStorage
+from memory_tier2 import InMemoryTier2
 
 from segmentstore.tier2 import (
     ChunkCorruptedError,
     ChunkIndexBuilder,
     ChunkInfo,
     InvalidManifestError,
+    Tier2Error,
     TimeIndexEntry,
     load_chunk_index,
     open_chunk_storage,
@@ -24,6 +28,7 @@ from segmentstore.tier2.chunk_index import (
     RECORD_SIZE,
     decode_chunk_index,
     index_object_key,
+    retime_index,
 )
 from segmentstore.tier2.chunk_storage import ChunkStorage
 
@@ -156,3 +161,23 @@ def test_a_verifying_load_reads_the_blocks_alone(storage: ChunkStorage) -> None:
     blocks = load_chunk_index(storage, chunk, boundaries=False)
     assert blocks.boundaries == () and blocks.covered_to == chunk.end_offset
     assert read_verified(storage, blocks, "s", 0, 2500) == b"w" * 2500
+
+
+@pytest.mark.parametrize("appends", [True, False], ids=["appendable", "whole-objects"])
+def test_a_merge_retimes_boundaries_and_keeps_the_checksums(appends: bool) -> None:
+    """What a merge does to each chunk it adopts: every boundary gets the merge's time, the
+    checksums stay, and a failure midway leaves the old index, never none."""
+    storage = InMemoryTier2().client(supports_append=appends)
+    chunk = _write(storage, 0, [b"m" * 3000], [[0, 1200, 2400]])
+    before = load_chunk_index(storage, chunk)
+    retime_index(storage, chunk, 77)
+    after = load_chunk_index(storage, chunk)
+    assert after.boundaries == tuple(TimeIndexEntry(o, 77) for o in (0, 1200, 2400))
+    assert after.blocks == before.blocks
+    retime_index(storage, chunk, 77)  # idempotent
+    assert load_chunk_index(storage, chunk) == after
+    flaky = FlakyChunkStorage(storage, FaultInjector(0))
+    flaky.injector.add("append" if appends else "put_if", "fail")
+    with pytest.raises(Tier2Error):
+        retime_index(flaky, chunk, 99)
+    assert load_chunk_index(storage, chunk) == after
