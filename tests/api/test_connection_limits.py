@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from raw_http import answer, head
 
-from segmentstore.harness.served_store import ServedStore
+from segmentstore.harness.served_store import REPO, ServedStore, child_environment
 
 pytestmark = [pytest.mark.integration]
 
@@ -26,6 +27,8 @@ PER_CLIENT = 2_000
 IDLE = 5_000
 NODE_CAP = 2_500
 CROWD_HEAD_TIMEOUT_S = 20.0
+DESCRIPTORS = 1024  # the descriptor limit of the node started with few of them
+RESERVE = 256  # what such a node keeps of them for its own files and connections
 
 
 def served(root: Path, head_timeout_s: float) -> Iterator[ServedStore]:
@@ -56,6 +59,27 @@ def crowded(tmp_path: Path) -> Iterator[ServedStore]:
     """A node that gives a head 20 s: long enough for a test to open its thousands of
     connections before the first are closed."""
     yield from served(tmp_path, CROWD_HEAD_TIMEOUT_S)
+
+
+@pytest.fixture
+def few_descriptors(tmp_path: Path) -> Iterator[ServedStore]:
+    """A node that may open only 1,024 descriptors, with the default cap on connections
+    (10,000, which it could never hold) and room for 300 per address."""
+    settings = {
+        "SEGMENTSTORE_API__HEAD_TIMEOUT_MS": str(int(CROWD_HEAD_TIMEOUT_S * 1000)),
+        "SEGMENTSTORE_API__MAX_CONNECTIONS_PER_CLIENT": "300",
+    }
+    serve = [sys.executable, "-m", "segmentstore.cli", "serve", "--data-dir", str(tmp_path)]
+    serve += ["--host", "127.0.0.1", "--port", "0"]
+    command = ["sh", "-c", f'ulimit -n {DESCRIPTORS} && exec "$0" "$@"', *serve]
+    env = child_environment(os.environ, settings)
+    store = ServedStore.launch(command, env, REPO, tmp_path / "serve.log")
+    try:
+        store.wait_ready(60)
+        assert httpx.put(f"{store.url}/v1/segments/limits/0", timeout=30).status_code == 201
+        yield store
+    finally:
+        store.stop()
 
 
 def connect_from(address: str, port: int) -> socket.socket:
@@ -210,6 +234,51 @@ def test_past_the_nodes_cap_every_address_is_refused(node: ServedStore) -> None:
             time.sleep(0.2)
     assert counted - before == 100
     assert metric(node, "segmentstore_http_connections_limit") == NODE_CAP
+
+
+def test_the_nodes_cap_is_lowered_to_what_its_descriptors_allow(
+    few_descriptors: ServedStore,
+) -> None:
+    """5,000 idle connections from 20 addresses, each under its own cap, against a node whose
+    descriptor limit is far below its cap on connections: it keeps as many as its descriptors
+    allow after its reserve, refuses the rest, never runs out of descriptors, and once a few
+    slots are free again answers requests that need files of its own."""
+    node = few_descriptors
+    pid, port = node.proc.pid, node.port or 0
+    with open(f"/proc/{pid}/limits") as limits:
+        assert f"Max open files            {DESCRIPTORS}" in limits.read()
+    budget = DESCRIPTORS - RESERVE
+    assert metric(node, "segmentstore_http_connections_limit") == budget
+    baseline = descriptors(pid)
+    held: list[socket.socket] = []
+    try:
+        for i in range(IDLE):
+            held.append(connect_from(f"127.0.2.{i % 20 + 1}", port))
+        time.sleep(1)
+        refused = {s for s in held if _refused(s)}
+        peak = descriptors(pid)
+        print(
+            f"{IDLE} idle connections from 20 addresses, descriptor limit {DESCRIPTORS}:"
+            f" {IDLE - len(refused)} kept (cap lowered to {budget}), {len(refused)} refused;"
+            f" node's descriptors {baseline} before, {peak} at the peak"
+        )
+        assert IDLE - len(refused) == budget
+        assert peak <= baseline + budget + 10
+        assert peak < DESCRIPTORS - RESERVE // 2
+        for sock in [s for s in held if s not in refused][:5]:  # a few slots free again
+            sock.close()
+        time.sleep(0.5)
+        with httpx.Client(base_url=node.url, timeout=30) as other:
+            for i in range(20):
+                name = f"limits/new/{i}"  # each a segment the node has not opened yet
+                assert other.put(f"/v1/segments/{name}").status_code == 201
+                appended = other.post(f"/v1/segments/{name}:append", content=b"%d" % i)
+                assert appended.status_code == 200, appended.text
+    finally:
+        for sock in held:
+            sock.close()
+    assert metric(node, "segmentstore_http_connections_refused_total", cap="node") >= len(refused)
+    assert "Too many open files" not in node.log()
 
 
 def _refused(sock: socket.socket) -> bool:
