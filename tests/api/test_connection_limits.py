@@ -32,14 +32,19 @@ RESERVE = 256  # what such a node keeps of them for its own files and connection
 
 
 def served(root: Path, head_timeout_s: float) -> Iterator[ServedStore]:
-    """A node with the caps above whose heads must arrive within ``head_timeout_s``, with a
-    segment to append to; stopped afterwards."""
+    """A node with the caps above whose heads must arrive within ``head_timeout_s``."""
     settings = {
         "SEGMENTSTORE_API__HEAD_TIMEOUT_MS": str(int(head_timeout_s * 1000)),
         "SEGMENTSTORE_API__MAX_CONNECTIONS": str(NODE_CAP),
         "SEGMENTSTORE_API__MAX_CONNECTIONS_PER_CLIENT": str(PER_CLIENT),
     }
-    store = ServedStore(root / "data", root / "serve.log", settings, environ=os.environ)
+    yield from with_a_segment(
+        ServedStore(root / "data", root / "serve.log", settings, environ=os.environ)
+    )
+
+
+def with_a_segment(store: ServedStore) -> Iterator[ServedStore]:
+    """``store`` once ready, with a segment to append to; stopped afterwards."""
     try:
         store.wait_ready(60)
         assert httpx.put(f"{store.url}/v1/segments/limits/0", timeout=30).status_code == 201
@@ -73,13 +78,7 @@ def few_descriptors(tmp_path: Path) -> Iterator[ServedStore]:
     serve += ["--host", "127.0.0.1", "--port", "0"]
     command = ["sh", "-c", f'ulimit -n {DESCRIPTORS} && exec "$0" "$@"', *serve]
     env = child_environment(os.environ, settings)
-    store = ServedStore.launch(command, env, REPO, tmp_path / "serve.log")
-    try:
-        store.wait_ready(60)
-        assert httpx.put(f"{store.url}/v1/segments/limits/0", timeout=30).status_code == 201
-        yield store
-    finally:
-        store.stop()
+    yield from with_a_segment(ServedStore.launch(command, env, REPO, tmp_path / "serve.log"))
 
 
 def connect_from(address: str, port: int) -> socket.socket:
