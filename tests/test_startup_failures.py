@@ -38,14 +38,16 @@ class Refusal:
         return self.stderr.splitlines()
 
 
-def serve(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Refusal:
+def serve(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout_s: float = TIMEOUT_S
+) -> Refusal:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENTSTORE_")}
     environment["PYTHONPATH"] = str(REPO)
     environment.update(env or {})
     command = [sys.executable, "-m", "segmentstore.cli", "serve", "--host", "127.0.0.1", *args]
     started = time.monotonic()
     done = subprocess.run(
-        command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=TIMEOUT_S
+        command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout_s
     )
     return Refusal(done.returncode, done.stderr, time.monotonic() - started)
 
@@ -174,6 +176,24 @@ def test_a_port_in_use_is_refused_before_the_data_directory_is_touched(tmp_path:
         " that port: stop it, or choose another port with --port (api.port)"
     ]
     assert not (tmp_path / "data").exists(), "the data directory was made"
+
+
+@pytest.mark.slow
+def test_jetstream_out_of_reach_is_given_up_after_its_minute(tmp_path: Path) -> None:
+    nowhere = f"nats://127.0.0.1:{free_port()}"  # nothing listens there
+    flags = ["--data-dir", "data", "--tier1", "jetstream", "--nats", nowhere]
+    refused = serve("--port", port(), *flags, cwd=tmp_path, timeout_s=TIMEOUT_S + 30)
+    print(
+        f"JetStream out of reach: exit {refused.exit_code} after {refused.seconds:.0f} s:"
+        f" {refused.stderr.strip()}"
+    )
+    assert refused.exit_code == 1
+    assert refused.lines == [
+        f"segmentstore serve: cannot reach JetStream within 60 s: no JetStream server answered"
+        f" at {nowhere}: check that the servers run and that tier1.jetstream.servers (--nats)"
+        " and the credentials name them"
+    ]
+    assert 60 <= refused.seconds < TIMEOUT_S + 30
 
 
 def test_a_data_directory_held_by_a_running_node_is_refused_at_once(tmp_path: Path) -> None:
