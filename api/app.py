@@ -35,8 +35,11 @@ from segmentstore.api.routes.data_route import document
 from segmentstore.api.routes.health import health_router
 from segmentstore.api.routes.segments import action_router, resource_router
 from segmentstore.api.status_page import status_page_router
+from segmentstore.api.worker_metrics import WorkerCollector
 from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.store import SegmentStore
+from segmentstore.workers.place import WorkerPlace
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -77,10 +80,13 @@ def create_app(
     auth_tokens: Mapping[str, str] | None = None,
     *,
     lifespan: Lifespan | None = None,
-    cluster: ClusterMembership | None = None,
+    cluster: ContainerOwnership | None = None,
+    worker: WorkerPlace | None = None,
 ) -> FastAPI:
     """The app over ``store``. ``auth_tokens`` maps token to role (``read``, ``write``,
-    ``admin``); none means open. ``ValueError`` on an unknown role."""
+    ``admin``); none means open. ``ValueError`` on an unknown role. ``cluster``: who serves
+    each container (a cluster's membership, or a node's workers); ``worker``: this process is
+    a worker of a node."""
     bearer = HTTPBearer(auto_error=False, description="a token of role read, write or admin")
     app = ServiceApp(
         title="segmentstore",
@@ -90,9 +96,9 @@ def create_app(
         # Paths with a trailing "/" are names (an empty one is 400 invalid_name), not typos.
         redirect_slashes=False,
     )
-    metrics = Metrics()
+    metrics = Metrics(worker.name if worker is not None else None)
     metrics.watch(store)
-    metrics.registry.register(NodeCollector(store, cluster))
+    metrics.registry.register(NodeCollector(store, cluster, worker))
     install_error_handlers(app)
 
     # Documents the bearer scheme in OpenAPI when there is one; the gate enforces it.
@@ -105,7 +111,7 @@ def create_app(
         (resource_router(store), v1),
         (containers_router(store, cluster), v1),
         (cluster_router(store, cluster), v1),
-        (health_router(store, metrics, cluster), []),
+        (health_router(store, metrics, cluster, worker), []),
         (status_page_router(), []),  # static files; the page's script calls /v1 with a token
     ]
     for router, dependencies in routers:
@@ -129,11 +135,16 @@ def create_app(
             return ClusterRouting(here, store=store, membership=membership, session=forwarding)
 
         app.gate.route_with(routing)
-        metrics.registry.register(ClusterCollector(cluster, forwarding))
+        if isinstance(cluster, ClusterMembership):
+            metrics.registry.register(ClusterCollector(cluster, forwarding))
+    if worker is not None:
+        metrics.registry.register(WorkerCollector(worker, app.state, forwarding))
     return app
 
 
-def forwarding_session(store: SegmentStore, cluster: ClusterMembership | None) -> ForwardingSession:
+def forwarding_session(
+    store: SegmentStore, cluster: ContainerOwnership | None
+) -> ForwardingSession:
     """How this node passes requests on to the other nodes (none outside a cluster)."""
     if cluster is None:
         return ForwardingSession("", None)

@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from segmentstore.api.cluster_listing import ClusterListing
 from segmentstore.api.errors import BodyTooLarge, error_response
 from segmentstore.api.forwarding import HOP_BY_HOP, ForwardingSession, PeerBusy
-from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.cluster.secret import FORWARDED_BY, FORWARDED_SIGNATURE, OWNER_SIGNATURE
 from segmentstore.contracts.errors import (
     ContainerUnavailableError,
@@ -74,7 +74,7 @@ class ClusterRouting:
         self,
         app: ASGIApp,
         store: SegmentStore,
-        membership: ClusterMembership,
+        membership: ContainerOwnership,
         session: ForwardingSession,
     ) -> None:
         self.app = app

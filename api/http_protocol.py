@@ -13,13 +13,16 @@ hold open or make the server hold in memory.
 
 A request that arrives whole in one read, most of them, costs one comparison more than
 uvicorn's own protocol; the clock is armed only for requests that span reads.
+
+On a node of several workers, a connection whose next request is for another worker's
+container moves there before it is parsed (:mod:`.worker_handoff`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -29,15 +32,22 @@ from segmentstore.contracts.errors import (
     SegmentStoreError,
 )
 
+if TYPE_CHECKING:
+    from segmentstore.api.worker_handoff import ConnectionHandOff
+
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 
 
-def limited_protocol(max_header_bytes: int, body_timeout_s: float) -> type[asyncio.Protocol]:
-    """uvicorn's protocol class (``uvicorn.Config(http=...)``) with these limits."""
+def limited_protocol(
+    max_header_bytes: int, body_timeout_s: float, hand_off: ConnectionHandOff | None = None
+) -> type[asyncio.Protocol]:
+    """uvicorn's protocol class (``uvicorn.Config(http=...)``) with these limits; with
+    ``hand_off``, a connection moves to the worker that owns its next request's container."""
 
     class LimitedHttpToolsProtocol(_LimitedHttpToolsProtocol):
         head_limit = max_header_bytes
         stall_timeout_s = body_timeout_s
+        worker_hand_off = hand_off
 
     return LimitedHttpToolsProtocol
 
@@ -45,6 +55,7 @@ def limited_protocol(max_header_bytes: int, body_timeout_s: float) -> type[async
 class _LimitedHttpToolsProtocol(HttpToolsProtocol):
     head_limit = 64 * 1024
     stall_timeout_s = 30.0
+    worker_hand_off: ConnectionHandOff | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -53,10 +64,53 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._in_body = False
         self._last_data_at = 0.0
         self._stall_timer: asyncio.TimerHandle | None = None
+        # What another worker read of a connection it handed here: this one's first read.
+        self.initial = b""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if self.initial:
+            data, self.initial = self.initial, b""
+            self._take(data)  # served here whoever owns it now: a connection never bounces
+
+    # -- moving to the worker that owns the request's container ---------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        hand_off = self.worker_hand_off
+        if hand_off is None or not self._between_requests():
+            self._take(data)
+            return
+        index = hand_off.sibling_for(data)
+        if index is None:
+            self._take(data)
+            return
+        transport = self.transport
+        sock = transport.get_extra_info("socket")
+        if (
+            sock is None
+            or transport.get_write_buffer_size()
+            or not hand_off.hand_on(index, sock, data)
+        ):
+            self._take(data)
+            return
+        # The socket lives on in the sibling: closing this end sends nothing to the client.
+        self._unset_keepalive_if_required()
+        transport.close()
+
+    def _between_requests(self) -> bool:
+        """Nothing of an earlier request unread or unanswered: the next read begins one."""
+        cycle = self.cycle
+        return (
+            not self._in_head
+            and not self._in_body
+            and (cycle is None or cycle.response_complete)
+            and not self.pipeline
+            and self.scheme == "http"
+        )
 
     # -- counting ------------------------------------------------------------------------------
 
-    def data_received(self, data: bytes) -> None:
+    def _take(self, data: bytes) -> None:
         if not self._in_body:
             self._head_bytes += len(data)
         super().data_received(data)

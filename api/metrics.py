@@ -35,6 +35,7 @@ from starlette.types import Scope
 from segmentstore.api.loop_metrics import LoopHistogram, LoopMetricsCollector
 from segmentstore.api.process_collector import ProcessExtrasCollector
 from segmentstore.api.store_collector import StoreCollector
+from segmentstore.api.worker_metrics import labelled
 from segmentstore.observations import StoreObserver
 from segmentstore.store import SegmentStore
 from segmentstore.version import VERSION
@@ -66,9 +67,11 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Metrics(StoreObserver):
-    """The service's metrics; observes the store it is attached to."""
+    """The service's metrics; observes the store it is attached to. A worker of a node
+    (``worker``: its name) labels every series with it (:mod:`.worker_metrics`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, worker: str | None = None) -> None:
+        self.worker = worker
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
@@ -163,7 +166,8 @@ class Metrics(StoreObserver):
         self._appended_events += events
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        text = generate_latest(self.registry)
+        return text if self.worker is None else labelled(text, self.worker)
 
     # -- StoreObserver --------------------------------------------------------------------
 

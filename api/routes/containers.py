@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from segmentstore.api.schemas import Containers, ContainerView, container_json, error_responses
-from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.contracts.errors import (
     ContainerNotFoundError,
@@ -21,7 +21,7 @@ from segmentstore.store import SegmentStore
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
-def containers_router(store: SegmentStore, cluster: ClusterMembership | None) -> APIRouter:
+def containers_router(store: SegmentStore, cluster: ContainerOwnership | None) -> APIRouter:
     router = APIRouter(prefix="/v1/containers", tags=["containers"])
     # A container is stopped and started in two awaits; two restarts interleaving would start
     # it twice. Restarts are rare (drills), so one at a time is plenty.

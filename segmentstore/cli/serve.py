@@ -36,6 +36,7 @@ _FLAG_KEYS = {
     "advertise": ("cluster", "advertise_url"),
     "cluster_secret_file": ("cluster", "secret_file"),
     "rebuild_from_tier2": ("store", "rebuild_from_tier2"),
+    "workers": ("node", "workers"),
 }
 
 
@@ -46,6 +47,13 @@ def add_command(commands: Any) -> None:
     serve.add_argument("--host", default=None, help="default 127.0.0.1")
     serve.add_argument("--port", type=int, default=None, help="default 9090")
     serve.add_argument("--containers", type=int, default=None, help="default 4")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes, each owning a share of the containers (node.workers; default:"
+        " the CPUs this process may use; 1: one process)",
+    )
     serve.add_argument("--tier2", default=None, help="default file://<data-dir>/tier2")
     serve.add_argument(
         "--tier1",
@@ -107,6 +115,11 @@ def run(args: argparse.Namespace) -> int:
         print(effective_config(settings))
         return 0
     configure_logging(settings.log.level, settings.log.format)
+    workers = min(settings.node.worker_count(), settings.store.containers)
+    if workers > 1:
+        from segmentstore.cli.serve_workers import serve_workers
+
+        return serve_workers(settings, workers)
     _serve(settings)
     return 0
 
@@ -133,7 +146,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, os.environ, flags)
 
 
-def _with_node_identity(settings: Settings) -> Settings:
+def with_node_identity(settings: Settings) -> Settings:
     """A cluster node's id defaults to the host name (a StatefulSet pod's is stable), and
     its advertised URL to its own address."""
     cluster = settings.cluster
@@ -160,7 +173,7 @@ def _serve(settings: Settings) -> None:
         listener = socket.create_server((settings.api.host, 0))
         sockets = [listener]
         settings = settings.with_overrides(api={"port": listener.getsockname()[1]})
-    settings = _with_node_identity(settings)
+    settings = with_node_identity(settings)
     api = settings.api
     scheme = "https" if api.tls_cert_file else "http"
     log.info(
