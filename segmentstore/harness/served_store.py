@@ -36,9 +36,44 @@ def child_environment(
     return env
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (field 3 is the first)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``, now."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            return [int(child) for child in children.read().split()]
+    except OSError:
+        return []
+
+
+def process_tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) used so far by ``pid``, the children it has waited for,
+    and its live descendants; NaN where there is no ``/proc``."""
+    fields = _stat(pid)
+    if fields is None:
+        return float("nan")
+    # utime, stime, and cutime, cstime: the children this process waited for
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
+    total = ticks / os.sysconf("SC_CLK_TCK")
+    for child in children_of(pid):
+        below = process_tree_cpu_s(child)
+        if below == below:  # not NaN: it has not ended meanwhile
+            total += below
+    return total
+
+
 class ServedStore:
     """One ``segmentstore serve`` process over ``data_dir``; ``settings`` become
-    ``SEGMENTSTORE_<SECTION>__<KEY>`` variables and ``args`` more flags of ``serve``.
+    ``SEGMENTSTORE_<SECTION>__<KEY>`` variables and ``args`` more flags of ``serve``. It runs
+    ``workers`` worker processes (1: one process, whatever the machine's CPUs).
 
     ``environ`` is the environment it starts from, less its segment store settings.
     :meth:`launch` starts a server from a command line and environment given whole (a pod's,
@@ -53,10 +88,12 @@ class ServedStore:
         args: list[str] | None = None,
         *,
         environ: Mapping[str, str],
+        workers: int = 1,
     ) -> None:
         env = child_environment(environ, settings)
         command = [sys.executable, "-m", "segmentstore.cli", "serve", "--data-dir", str(data_dir)]
-        command += ["--host", "127.0.0.1", "--port", "0", *(args or [])]
+        command += ["--host", "127.0.0.1", "--port", "0", "--workers", str(workers)]
+        command += args or []
         self._start(command, env, REPO, log_path)
 
     @classmethod
@@ -134,14 +171,15 @@ class ServedStore:
         raise RuntimeError(f"the server was not ready in {timeout_s} s:\n{self.log()}")
 
     def cpu_s(self) -> float:
-        """CPU seconds (user and system, every thread) the server has used so far; NaN where
-        there is no ``/proc``."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return float("nan")
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU seconds (user and system, every thread) the server has used so far, with its
+        worker processes' (those that run, and those that ended); NaN where there is no
+        ``/proc``."""
+        return process_tree_cpu_s(self.proc.pid)
+
+    def worker_pids(self) -> list[int]:
+        """The server's worker processes (``serve --workers N``: the supervisor's children),
+        as they are now."""
+        return children_of(self.proc.pid)
 
     def sigkill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
