@@ -90,13 +90,13 @@ class ConnectionHandOff:
         colon = target.rfind(b":")
         if colon >= 0:
             target = target[:colon]
-        name = target.decode("latin-1")
-        if "%" in name:
-            name = unquote(name, errors="strict")
         try:
+            name = target.decode("latin-1")
+            if "%" in name:
+                name = unquote(name, errors="strict")
             owner = self._owner_of(self._container_of(name))
         except (SegmentStoreError, UnicodeDecodeError):
-            return None  # an invalid name: answered here
+            return None  # an invalid name: answered here, as the routes answer it
         if owner is None or not owner.startswith(self._prefix):
             return None
         suffix = owner[len(self._prefix) :]

@@ -15,6 +15,7 @@ import logging
 import secrets
 import socket
 import sys
+from typing import Any
 from urllib.parse import urlsplit
 
 from segmentstore.cli.logs import configure_logging
@@ -67,14 +68,14 @@ def serve_workers(settings: Settings, count: int) -> int:
     )
     # Loaded once here, not in every worker: a worker started again after it died serves in
     # a fraction of a second (importing these takes most of one). Importing starts no thread.
-    import segmentstore.api.server  # noqa: F401
-    import segmentstore.cluster.membership  # noqa: F401
+    import segmentstore.api.server
+    import segmentstore.cluster.membership
     import segmentstore.workers.ownership  # noqa: F401
 
-    supervisor = Supervisor(
-        places, lambda place: _run_worker(settings, place), lambda: _prepare(settings)
-    )
-    return supervisor.run()
+    def run_worker(place: WorkerPlace) -> int:
+        return _run_worker(settings, place)
+
+    return Supervisor(places, run_worker, lambda: _prepare(settings)).run()
 
 
 def _scheme(settings: Settings) -> str:
@@ -118,26 +119,21 @@ def _prepare(settings: Settings) -> int:
     return 0
 
 
-def _run_worker(settings: Settings, place: object) -> int:
+def _run_worker(settings: Settings, place: Any) -> int:
     """One worker: the store over its share, served on the node's port and its own."""
     from segmentstore.api.server import serve
     from segmentstore.cluster.membership import ClusterMembership
     from segmentstore.store import SegmentStore
     from segmentstore.workers.ownership import WorkerShare
-    from segmentstore.workers.place import WorkerPlace
     from segmentstore.workers.publisher import starting
 
-    assert isinstance(place, WorkerPlace)
     configure_logging(settings.log.level, settings.log.format, worker=place.name)
     starting(place)
     api = settings.api
+    settings = place.settings_of_worker(settings)
     if settings.cluster.enabled:
         from segmentstore.cluster.membership import on_jetstream
 
-        # A member of its own: its own lease identity and address.
-        settings = settings.with_overrides(
-            cluster={"node_id": place.id, "advertise_url": place.url}
-        )
         store = SegmentStore(settings)
         ownership: ClusterMembership | WorkerShare = on_jetstream(store, settings)
     else:

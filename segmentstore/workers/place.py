@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
+from typing import Any
 
+from segmentstore.settings import Settings
 from segmentstore.workers.board import Board
 from segmentstore.workers.share import share_of, worker_id, worker_name
 
@@ -49,6 +51,19 @@ class WorkerPlace:
     def share(self, containers: int) -> frozenset[int]:
         """The containers this worker owns on a single node."""
         return share_of(self.index, self.count, containers)
+
+    def settings_of_worker(self, settings: Settings) -> Settings:
+        """This worker's settings, from the node's: its share of the cache (``cache.max_bytes``
+        bounds the node, not each process), and in a cluster a member's identity of its own
+        (``NODE/wI`` at its own address: leases of its own)."""
+        cache = settings.cache
+        least = settings.store.max_append_bytes + cache.block_bytes  # one maximal append fits
+        overrides: dict[str, dict[str, Any]] = {
+            "cache": {"max_bytes": max(cache.max_bytes // self.count, least)}
+        }
+        if settings.cluster.enabled:
+            overrides["cluster"] = {"node_id": self.id, "advertise_url": self.url}
+        return settings.with_overrides(**overrides)
 
     def handoff_address(self, index: int) -> bytes:
         """The abstract Unix address at which worker ``index`` takes connections handed to it."""

@@ -12,8 +12,8 @@ from prometheus_client.samples import Sample
 
 from segmentstore.api.metrics import CONTENT_TYPE, UNMATCHED_ROUTE
 
-# One process's counters and one OpenAPI document: not run against a cluster.
-ONE_NODE_ONLY = True
+# One node's counters and one OpenAPI document: not run against a cluster.
+LIVE_KINDS = ("one-node", "workers")
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -26,8 +26,9 @@ NEW_HISTOGRAMS = (
 
 
 def scrape(http: httpx.Client) -> tuple[dict[str, str], list[Sample]]:
-    """Every family's type and every sample, as Prometheus' own parser reads them."""
-    r = http.get("/metrics")
+    """Every family's type and every sample, as Prometheus' own parser reads them, from the
+    node's port (where a node of several workers answers for them all)."""
+    r = httpx.get(http.base_url.join("/metrics"), timeout=30)
     assert r.status_code == 200
     assert r.headers["Content-Type"] == CONTENT_TYPE
     types, samples = {}, []
@@ -38,7 +39,18 @@ def scrape(http: httpx.Client) -> tuple[dict[str, str], list[Sample]]:
 
 
 def by_key(samples: list[Sample]) -> Samples:
-    return {(s.name, frozenset(s.labels.items())): s.value for s in samples}
+    """Each series' value, summed over the workers of a node of several (each labels its own
+    with ``worker``)."""
+    values: Samples = {}
+    for s in samples:
+        key = (s.name, frozenset((k, v) for k, v in s.labels.items() if k != "worker"))
+        values[key] = values.get(key, 0.0) + s.value
+    return values
+
+
+def workers_of(samples: list[Sample]) -> int:
+    """How many processes answered (a node of one process labels nothing)."""
+    return len({s.labels.get("worker") for s in samples})
 
 
 def routes_seen(samples: list[Sample]) -> set[str]:
@@ -132,7 +144,8 @@ def test_appends_and_store_figures(http: httpx.Client, segment: str) -> None:
             assert (f"segmentstore_container_{name}", frozenset({("container", str(c))})) in values
     for name in ("used_bytes", "max_bytes", "evictions_total"):
         assert (f"segmentstore_cache_{name}", frozenset()) in values
-    assert values[("segmentstore_node_ready", frozenset())] == 1
+    workers = workers_of(after)
+    assert values[("segmentstore_node_ready", frozenset())] == workers  # each says the node's
     # The test server keeps Tier 1 and Tier 2 on the local disk.
     for tier in ("tier1", "tier2"):
         labels = frozenset({("tier", tier)})
