@@ -22,6 +22,7 @@ connection over: the hand-off address is abstract (no file), so its peers are ch
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
 import errno
@@ -43,6 +44,7 @@ _MAX_LINE = 4096  # a request line longer than this is served where it is
 # new owner to read. Larger reads than this are served where they are.
 MAX_HANDED_BYTES = 128 * 1024
 _PEERCRED = struct.Struct("3i")
+_FD_SPACE = socket.CMSG_SPACE(array.array("i").itemsize)
 
 
 # Makes the protocol that serves a connection handed here, given what was read of it already
@@ -67,6 +69,8 @@ class ConnectionHandOff:
         self._listener: socket.socket | None = None
         self._accepted: set[socket.socket] = set()  # siblings' connections to this worker
         self._adopting: set[asyncio.Task[None]] = set()
+        self._buffer = bytearray(MAX_HANDED_BYTES)
+        self._view = memoryview(self._buffer)
         self.handed = 0  # connections this worker handed on (for /metrics)
         self.adopted = 0  # connections handed to it
         self.not_taken = 0  # hand-offs a sibling did not take (served here instead)
@@ -181,7 +185,7 @@ class ConnectionHandOff:
 
     def _receive(self, conn: socket.socket, protocol_factory: AdoptingFactory) -> None:
         try:
-            data, fds, flags, _ = socket.recv_fds(conn, MAX_HANDED_BYTES, 1)
+            data, fds, flags = self._recv_fds(conn)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -198,6 +202,16 @@ class ConnectionHandOff:
         task = asyncio.get_running_loop().create_task(self._adopt(sock, protocol))
         self._adopting.add(task)
         task.add_done_callback(self._adopting.discard)
+
+    def _recv_fds(self, conn: socket.socket) -> tuple[bytes, list[int], int]:
+        """One message: its bytes, the descriptors it carries, its flags. Read into a buffer
+        kept for it (a fresh one of this size per message cost a page fault per page)."""
+        size, ancillary, flags, _ = conn.recvmsg_into([self._buffer], _FD_SPACE)
+        fds = array.array("i")
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+        return bytes(self._view[:size]), list(fds), flags
 
     async def _adopt(self, sock: socket.socket, protocol: asyncio.Protocol) -> None:
         try:
