@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from segmentstore.harness.process_tree import children_of, process_tree_cpu_s
+
 REPO = Path(__file__).resolve().parents[2]
 _RUNNING_ON = re.compile(r"(?:Uvicorn running on|listening on) (https?)://127\.0\.0\.1:(\d+)")
 
@@ -34,40 +36,6 @@ def child_environment(
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.update(settings or {})
     return env
-
-
-def _stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (field 3 is the first)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def children_of(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``, now."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as children:
-            return [int(child) for child in children.read().split()]
-    except OSError:
-        return []
-
-
-def process_tree_cpu_s(pid: int) -> float:
-    """CPU seconds (user and system) used so far by ``pid``, the children it has waited for,
-    and its live descendants; NaN where there is no ``/proc``."""
-    fields = _stat(pid)
-    if fields is None:
-        return float("nan")
-    # utime, stime, and cutime, cstime: the children this process waited for
-    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
-    total = ticks / os.sysconf("SC_CLK_TCK")
-    for child in children_of(pid):
-        below = process_tree_cpu_s(child)
-        if below == below:  # not NaN: it has not ended meanwhile
-            total += below
-    return total
 
 
 class ServedStore:

@@ -1,7 +1,8 @@
 """A node on every core: ``segmentstore serve --workers N`` as N worker processes under a small
 supervisor, each owning a fixed share of the node's containers outright.
 
-Owns: which worker owns which container and the workers' names (:mod:`.share`); a worker's
+Owns: which worker owns which container (:mod:`.share`; the workers' names are the
+contract's, :mod:`segmentstore.contracts.members`); a worker's
 place in its node, handed to it by the supervisor (:mod:`.place`); the board in shared memory
 where each worker says whether it serves and how its containers stand (:mod:`.board`); the
 supervisor that starts the workers, restarts one that dies and takes them all with it

@@ -16,9 +16,10 @@ from typing import Any
 
 from segmentstore.cluster.secret import ClusterSecret
 from segmentstore.containers.status import ContainerStatus
+from segmentstore.contracts.members import worker_id
 from segmentstore.store import SegmentStore
 from segmentstore.workers.place import WorkerPlace
-from segmentstore.workers.share import share_of, worker_id, worker_of
+from segmentstore.workers.share import share_of, worker_of
 
 _SERVING = (ContainerStatus.RUNNING, ContainerStatus.READ_ONLY)
 

@@ -6,9 +6,10 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
+from segmentstore.contracts.members import worker_id, worker_name
 from segmentstore.settings import Settings
 from segmentstore.workers.board import Board
-from segmentstore.workers.share import share_of, worker_id, worker_name
+from segmentstore.workers.share import share_of
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from segmentstore.workers.share import (
-    parse_worker_id,
-    share_of,
-    worker_id,
-    worker_name,
-    worker_of,
-)
+from segmentstore.contracts.members import node_of, parse_worker_id, worker_id, worker_name
+from segmentstore.workers.share import share_of, worker_of
 
 
 @pytest.mark.parametrize(("workers", "containers"), [(1, 4), (2, 4), (3, 4), (4, 4), (2, 16)])
@@ -30,3 +25,5 @@ def test_worker_ids_name_their_node_and_index() -> None:
     assert parse_worker_id(worker_id("a/b", 12)) == ("a/b", 12)
     for plain in ("pod-0", "pod-0/w", "pod-0/wx", "/w1x", "w1"):
         assert parse_worker_id(plain) is None, plain
+        assert node_of(plain) == plain
+    assert node_of("pod-0/w1") == "pod-0"
