@@ -46,6 +46,7 @@ from typing import Any
 
 import httpx
 
+from segmentstore.contracts.members import node_of
 from segmentstore.drill.deployment import flush_interval_ms
 from segmentstore.drill.network import DrillNetwork
 from segmentstore.drill.ownership import OwnershipSampler
@@ -279,7 +280,8 @@ class SpawnedCluster:
 
     def _held_by(self, node: StoreNode) -> list[int]:
         assert self.nodes is not None
-        return [c for c, owner in self.nodes.owners(node.url).items() if owner == node.node_id]
+        owners = self.nodes.owners(node.url).items()
+        return [c for c, owner in owners if owner is not None and node_of(owner) == node.node_id]
 
     def rss_bytes(self) -> int | None:
         return None  # a figure per node would not say which one a read was served by
