@@ -12,9 +12,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from segmentstore.tier2.chunk_index import (
+    ChunkIndex,
+    ChunkIndexBuilder,
+    TimeIndexEntry,
+    load_chunk_index,
+    read_time_index,
+    read_verified,
+)
 from segmentstore.tier2.chunk_storage import Buffer, ChunkStorage
 from segmentstore.tier2.errors import (
     BadChunkOffsetError,
+    ChunkCorruptedError,
     ChunkExistsError,
     ChunkNotFoundError,
     ChunkRangeError,
@@ -33,7 +42,6 @@ from segmentstore.tier2.file_storage import FileChunkStorage
 from segmentstore.tier2.layout import chunk_key, manifest_key, segment_key, time_index_key
 from segmentstore.tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest
 from segmentstore.tier2.segment_reader import SegmentReader, UnreadableManifest
-from segmentstore.tier2.time_index import TimeIndexEntry, read_time_index
 
 if TYPE_CHECKING:
     from segmentstore.tier2.hdfs_storage import HdfsChunkStorage
@@ -42,7 +50,10 @@ if TYPE_CHECKING:
 __all__ = [
     "BadChunkOffsetError",
     "Buffer",
+    "ChunkCorruptedError",
     "ChunkExistsError",
+    "ChunkIndex",
+    "ChunkIndexBuilder",
     "ChunkInfo",
     "ChunkNotFoundError",
     "ChunkRangeError",
@@ -65,9 +76,11 @@ __all__ = [
     "TimeIndexEntry",
     "UnreadableManifest",
     "chunk_key",
+    "load_chunk_index",
     "manifest_key",
     "open_chunk_storage",
     "read_time_index",
+    "read_verified",
     "segment_key",
     "time_index_key",
 ]

@@ -272,6 +272,7 @@ class StorageWriter:
                 self._epoch,
                 self._settings.max_chunk_bytes,
                 self._settings.max_chunk_age_ms,
+                self._settings.checksum_block_bytes,
             )
         return flusher
 
@@ -354,6 +355,7 @@ class StorageWriter:
                 flusher = self._flushers.pop(event.segment_id, None) or SegmentFlusher(
                     self._storage, self._manifests, event.name, event.segment_id,
                     self._epoch, self._settings.max_chunk_bytes, self._settings.max_chunk_age_ms,
+            self._settings.checksum_block_bytes,
                 )  # fmt: skip
                 await asyncio.to_thread(flusher.delete)
                 self._dirty.pop(event.segment_id, None)
@@ -367,6 +369,7 @@ class StorageWriter:
         source = SegmentFlusher(
             self._storage, self._manifests, event.source_name, event.source_id,
             self._epoch, self._settings.max_chunk_bytes, self._settings.max_chunk_age_ms,
+            self._settings.checksum_block_bytes,
         )  # fmt: skip
         self._flushers.pop(event.source_id, None)
         manifest = await asyncio.to_thread(source.load)
