@@ -81,9 +81,9 @@ class Supervisor:
             for worker in self._workers:
                 self._start(worker)
         while self._stopping is None:
-            received = signal.sigtimedwait(_SIGNALS, self._timeout_s())
-            if received is not None and received.si_signo != signal.SIGCHLD:
-                self._stopping = received.si_signo
+            received = _wait_for_signal(self._timeout_s())
+            if received is not None and received != signal.SIGCHLD:
+                self._stopping = received
                 break
             failed = self._reap()
             if failed is not None:
@@ -244,3 +244,13 @@ def _describe(status: int) -> str:
 def _stopped_cleanly(status: int) -> bool:
     code = os.waitstatus_to_exitcode(status)
     return code in (0, -signal.SIGTERM, -signal.SIGINT)
+
+
+def _wait_for_signal(timeout_s: float) -> int | None:
+    """The next of ``_SIGNALS`` within ``timeout_s``, or None. Woken from a SIGSTOP, Linux ends
+    the wait early (EINTR), and CPython, finding the timeout passed, answers with a record it
+    never filled in: a number that is no signal, taken here for the timeout it is."""
+    received = signal.sigtimedwait(_SIGNALS, timeout_s)
+    if received is None or received.si_signo not in _SIGNALS:
+        return None
+    return received.si_signo

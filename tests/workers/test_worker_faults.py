@@ -157,6 +157,25 @@ def test_sigterm_stops_every_worker_cleanly(tmp_path: Path) -> None:
     assert "did not stop" not in log
 
 
+def test_a_node_paused_and_woken_serves_on(tmp_path: Path) -> None:
+    """SIGSTOP then SIGCONT, as a paused VM or a drill's node_pause: Linux ends the
+    supervisor's wait for signals early (EINTR) on waking, and Python then answers it with
+    a record of no signal; the supervisor must take that for the timeout it is."""
+    node = start(tmp_path / "data", tmp_path / "node.log")
+    try:
+        node.proc.send_signal(signal.SIGSTOP)
+        time.sleep(2.5)  # past the supervisor's longest wait (1 s)
+        node.proc.send_signal(signal.SIGCONT)
+        time.sleep(1.5)
+        assert node.proc.poll() is None, node.log()
+        with httpx.Client(base_url=node.url, timeout=10) as http:
+            for name in names_per_container().values():
+                assert http.put(f"/v1/segments/{name}").status_code == 201
+        assert "Traceback" not in node.log() and "stopping" not in node.log(), node.log()
+    finally:
+        assert node.stop() == -signal.SIGTERM, node.log()
+
+
 def serve(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "segmentstore.cli", "serve", "--data-dir", str(data_dir)]
     return subprocess.run(
