@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import FrameType
@@ -36,6 +36,11 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from segmentstore.api.app import create_app
+from segmentstore.api.connection_limits import (
+    ConnectionLimits,
+    ConnectionLimitsCollector,
+    descriptor_budget,
+)
 from segmentstore.api.http_protocol import limited_protocol
 from segmentstore.api.readiness import readiness
 from segmentstore.api.worker_handoff import ConnectionHandOff
@@ -52,9 +57,23 @@ GRACEFUL_TIMEOUT_S = 10
 # The settings' own defaults, for a caller that passes no settings (tests, the benchmarks).
 MAX_HEADER_BYTES = ApiSettings().max_header_bytes
 BODY_TIMEOUT_S = ApiSettings().body_timeout_ms / 1000
+HEAD_TIMEOUT_S = ApiSettings().head_timeout_ms / 1000
 # A node stopping gracefully gives its containers this long to drain and move.
 HAND_OVER_TIMEOUT_S = 15
 LEAVING_GRACE_S = 1.0
+
+
+async def start_node(store: SegmentStore, cluster: ContainerOwnership | None) -> None:
+    """Start ``store`` (its containers then recover in the background: probes get /healthz
+    200 and /readyz 503 meanwhile, not a refusal) and join ``cluster``; if joining fails, the
+    store is closed again and the failure raised."""
+    await store.start(wait_for_recovery=False)
+    if cluster is not None:
+        try:
+            await cluster.start()
+        except BaseException:
+            await store.close()
+            raise
 
 
 def serving_app(
@@ -62,18 +81,18 @@ def serving_app(
     auth_tokens: Mapping[str, str] | None = None,
     cluster: ContainerOwnership | None = None,
     worker: WorkerPlace | None = None,
+    *,
+    started: bool = False,
 ) -> FastAPI:
-    """The app over an unstarted ``store`` that it starts and closes in its lifespan; with
-    ``cluster``, the node joins after the store starts and leaves before it closes."""
+    """The app over ``store``, which it closes in its lifespan: started already (``started``,
+    by :func:`start_node`) or started there; with ``cluster``, the node joins after the store
+    starts and leaves before it closes."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # uvicorn binds the port only once this returns: the containers recover in the
-        # background, so probes get /healthz 200 and /readyz 503 meanwhile, not a refusal.
-        await store.start(wait_for_recovery=False)
+        if not started:
+            await start_node(store, cluster)
         try:
-            if cluster is not None:
-                await cluster.start()
             yield
         finally:
             if cluster is not None:
@@ -173,16 +192,21 @@ def server_config(
     uvicorn_logging: bool = True,
     max_header_bytes: int = MAX_HEADER_BYTES,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+    connection_limits: ConnectionLimits | None = None,
     hand_off: ConnectionHandOff | None = None,
 ) -> uvicorn.Config:
     """uvicorn's settings for the app. ``uvicorn_logging``: uvicorn's own log handlers and
-    format; False leaves its records to the root logger's handlers. ``max_header_bytes`` and
-    ``body_timeout_s``: the limits of :mod:`segmentstore.api.http_protocol`."""
+    format; False leaves its records to the root logger's handlers. ``max_header_bytes``,
+    ``body_timeout_s``, ``head_timeout_s`` and ``connection_limits``: the limits of
+    :mod:`segmentstore.api.http_protocol`."""
     return uvicorn.Config(
         app,
         host=host,
         port=port,
-        http=limited_protocol(max_header_bytes, body_timeout_s, hand_off),
+        http=limited_protocol(
+            max_header_bytes, body_timeout_s, head_timeout_s, connection_limits, hand_off
+        ),
         lifespan="on",  # a store that fails to start stops the server instead of serving 503s
         ws="none",  # no websockets here; and the legacy websockets module warns on import
         access_log=False,  # at thousands of requests a second; /metrics counts them instead
@@ -213,15 +237,31 @@ async def serve(
     cluster: ContainerOwnership | None = None,
     max_header_bytes: int = MAX_HEADER_BYTES,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+    max_connections: int | None = None,
+    max_connections_per_client: int | None = None,
+    on_started: Callable[[], None] | None = None,
     worker: WorkerPlace | None = None,
 ) -> None:
     """Serve ``store`` (unstarted) until SIGTERM or SIGINT; returns once it is closed.
+    ``on_started`` is called once the store has started (and the node joined its cluster).
 
     ``sockets``, if given, are already bound listening sockets to serve on instead of
-    ``host``/``port`` (tests bind port 0 to learn the port before serving). ``worker``: this
-    process is a worker of a node (its sockets are the node's and its own).
+    ``host``/``port`` (``segmentstore serve`` binds its port before anything else). The store
+    is started and the cluster joined before uvicorn runs: a failure to start is raised here,
+    as it is, for the caller to tell (rather than become uvicorn's lifespan traceback).
+    ``worker``: this process is a worker of a node (its sockets are the node's and its own);
+    the connection limits are then its own, as its descriptors are.
     """
-    app = serving_app(store, auth_tokens, cluster, worker)
+    await start_node(store, cluster)
+    if on_started is not None:
+        on_started()
+    app = serving_app(store, auth_tokens, cluster, worker, started=True)
+    limits = None
+    if max_connections is not None:
+        per_client = max_connections_per_client or max_connections
+        limits = ConnectionLimits(descriptor_budget(max_connections), per_client)
+        app.state.metrics.registry.register(ConnectionLimitsCollector(limits))
     hand_off, publisher = None, None
     if worker is not None:
         assert cluster is not None, "a worker's containers are shared out by an ownership"
@@ -245,6 +285,8 @@ async def serve(
         uvicorn_logging=uvicorn_logging,
         max_header_bytes=max_header_bytes,
         body_timeout_s=body_timeout_s,
+        head_timeout_s=head_timeout_s,
+        connection_limits=limits,
         hand_off=hand_off,
     )
     membership = cluster if isinstance(cluster, ClusterMembership) else None

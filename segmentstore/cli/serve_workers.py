@@ -2,10 +2,12 @@
 (:mod:`segmentstore.workers`), composed here as ``serve`` composes a single process.
 
 The supervisor binds the node's port and every worker's own before anything else (a node
-that cannot serve claims nothing), then has the data directory claimed once, in a child of
-its own, then starts the workers. Each worker opens the store over its share of the
-containers (in a cluster, joins as a member of its own, ``NODE/wI``) and serves the node's
-port and its own.
+that cannot serve claims nothing), locks the data directory for the whole node (a second node
+over it is refused at once, naming the supervisor's pid), then has the data directory claimed
+once, in a child of its own, then starts the workers. Each worker opens the store over its
+share of the containers (in a cluster, joins as a member of its own, ``NODE/wI``) and serves
+the node's port and its own. A failure to start, in the supervisor, the claim or a worker, is
+one line naming the cause and the fix (:mod:`.startup_failures`), exit status 1.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ import asyncio
 import logging
 import secrets
 import socket
-import sys
 from typing import Any
 from urllib.parse import urlsplit
 
 from segmentstore.cli.logs import configure_logging
 from segmentstore.cli.serve import with_node_identity
-from segmentstore.contracts.errors import SegmentStoreError
+from segmentstore.cli.startup_failures import explain, listen, report
+from segmentstore.data_dir import lock_data_dir, unlock_data_dir
 from segmentstore.settings import Settings
 
 log = logging.getLogger("segmentstore")
@@ -33,17 +35,16 @@ def serve_workers(settings: Settings, count: int) -> int:
     from segmentstore.workers.supervisor import Supervisor
 
     api = settings.api
+    node_socket = listen(api.host, api.port)
+    base = settings.node.worker_base_port
+    own_sockets: list[socket.socket] = []
     try:
-        node_socket = socket.create_server((api.host, api.port))
-        base = settings.node.worker_base_port
-        own_sockets = [
-            socket.create_server((api.host, base + i if base else 0)) for i in range(count)
-        ]
-    except OSError as error:
-        print(
-            f"segmentstore serve: cannot listen on {api.host}:{api.port}: {error}", file=sys.stderr
-        )
-        return 1
+        for i in range(count):
+            own_sockets.append(listen(api.host, base + i if base else 0))
+    except BaseException:
+        for sock in [node_socket, *own_sockets]:
+            sock.close()
+        raise
     settings = with_node_identity(
         settings.with_overrides(api={"port": node_socket.getsockname()[1]})
     )
@@ -55,17 +56,6 @@ def serve_workers(settings: Settings, count: int) -> int:
         WorkerPlace(i, count, node_id, node_socket, own, urls, run_id, secret, board)
         for i, own in enumerate(own_sockets)
     ]
-    log.info(
-        "serving %s on %s://%s:%d with %d workers (%d containers, Tier 2 %s, auth %s)",
-        settings.store.data_dir.resolve(),
-        _scheme(settings),
-        api.host,
-        settings.api.port,
-        count,
-        settings.store.containers,
-        settings.tier2_uri(),
-        "on" if settings.auth.tokens else "off",
-    )
     # Loaded once here, not in every worker: a worker started again after it died serves in
     # a fraction of a second (importing these takes most of one). Importing starts no thread.
     import segmentstore.api.server
@@ -75,7 +65,30 @@ def serve_workers(settings: Settings, count: int) -> int:
     def run_worker(place: WorkerPlace) -> int:
         return _run_worker(settings, place)
 
-    return Supervisor(places, run_worker, lambda: _prepare(settings)).run()
+    def prepare() -> int:
+        prepared = _prepare(settings)
+        if prepared == 0:  # said once it is true: a start that fails says only why
+            log.info(
+                "serving %s on %s://%s:%d with %d workers (%d containers, Tier 2 %s, auth %s)",
+                settings.store.data_dir.resolve(),
+                _scheme(settings),
+                api.host,
+                settings.api.port,
+                count,
+                settings.store.containers,
+                settings.tier2_uri(),
+                "on" if settings.auth.tokens else "off",
+            )
+        return prepared
+
+    # One process per data directory: the supervisor holds its lock for the node, its workers
+    # share it (they inherit the locked descriptor) and take none of their own. On JetStream
+    # the node holds nothing there.
+    lock = lock_data_dir(settings.store.data_dir) if settings.tier1.mode != "jetstream" else None
+    try:
+        return Supervisor(places, run_worker, prepare).run()
+    finally:
+        unlock_data_dir(lock)
 
 
 def _scheme(settings: Settings) -> str:
@@ -113,9 +126,8 @@ def _prepare(settings: Settings) -> int:
 
     try:
         asyncio.run(claim())
-    except SegmentStoreError as error:
-        print(f"segmentstore serve: {error.message}", file=sys.stderr)
-        return 1
+    except Exception as error:
+        return report(explain(error), error, debug=_debug(settings))
     return 0
 
 
@@ -154,12 +166,24 @@ def _run_worker(settings: Settings, place: Any) -> int:
         sockets=[place.node_socket, place.own_socket],
         max_header_bytes=api.max_header_bytes,
         body_timeout_s=api.body_timeout_ms / 1000,
+        head_timeout_s=api.head_timeout_ms / 1000,
+        # Each worker's own: a connection holds a descriptor of the worker holding it.
+        max_connections=api.max_connections,
+        max_connections_per_client=api.max_connections_per_client,
         worker=place,
     )
     try:
         import uvloop
     except ImportError:  # pragma: no cover
-        asyncio.run(service)
+        run_service = asyncio.run
     else:
-        uvloop.run(service)
+        run_service = uvloop.run
+    try:
+        run_service(service)
+    except Exception as error:  # a worker that cannot start says why in one line
+        return report(explain(error), error, debug=_debug(settings))
     return 0
+
+
+def _debug(settings: Settings) -> bool:
+    return settings.log.level.lower() == "debug"

@@ -59,10 +59,10 @@ class WorkerShare:
         return worker_id(place.node_id, index), place.urls[index]
 
     def ready(self) -> bool:
-        """Every container of this worker's share runs."""
+        """Every container of this worker's share serves reads (runs, or is read-only with
+        Tier 1 full)."""
         return all(
-            self._store.container(c).status is ContainerStatus.RUNNING
-            for c in self._place.share(self._count)
+            self._store.container(c).status in _SERVING for c in self._place.share(self._count)
         )
 
     def describe(self) -> dict[str, Any]:

@@ -194,6 +194,14 @@ def live(
 
 
 @pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A node in this process, for the tests that reach behind its API (whatever ``live``)."""
+    server = start_server(tmp_path_factory.mktemp("one-process") / "data")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = start_server(tmp_path_factory.mktemp("secured") / "data", TOKENS)
     yield server

@@ -7,6 +7,7 @@ import struct
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
@@ -177,3 +178,50 @@ def test_refusals_before_routing_carry_the_route(secured: Any) -> None:
     assert ("/v1/segments/{name}", "401") in statuses
     assert ("/v1/segments/{name}:seal", "401") in statuses
     assert (UNMATCHED_ROUTE, "404") in statuses
+
+
+def internal_errors(url: str) -> dict[tuple[str, str, str], float]:
+    """(worker, method, route) -> the answers that were bugs (worker: "" on a node of one
+    process)."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return {
+        (s.labels.get("worker", ""), s.labels["method"], s.labels["route"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "segmentstore_http_internal_errors_total"
+    }
+
+
+def test_every_routes_internal_errors_are_exported_from_the_start(live: Any) -> None:
+    """Every route's internal-error series is there from the start at zero, in every worker of
+    a node of several, so that the alert's increase() counts the first 500 (a series that
+    begins at 1 shows none)."""
+    errors = internal_errors(live.url)
+    workers = {worker for worker, _, _ in errors}
+    assert workers == ({""} if live.store is not None else {"w0", "w1"})
+    for worker in workers:
+        assert app_routes(live) <= {route for w, _, route in errors if w == worker}
+        assert errors[(worker, "POST", "/v1/segments/{name}:append")] == 0
+        assert errors[(worker, "GET", "/v1/segments/{name}:attributes")] == 0
+
+
+def test_an_answer_that_is_a_bug_is_counted_from_zero(
+    one_process: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = one_process
+    with node.client() as http:
+        assert http.put("/v1/segments/metrics/bug/0").status_code == 201
+    before = internal_errors(node.url)
+    assert before[("", "GET", "/v1/segments/{name}:attributes")] == 0
+
+    def a_bug(*_: object, **__: object) -> None:
+        raise RuntimeError("a bug on the way")
+
+    monkeypatch.setattr(node.store, "get_attributes", a_bug)
+    with httpx.Client(base_url=node.url, timeout=30) as unchecked:
+        assert unchecked.get("/v1/segments/metrics/bug/0:attributes").status_code == 500
+    after = internal_errors(node.url)
+    assert after[("", "GET", "/v1/segments/{name}:attributes")] == 1
+    assert {k: v for k, v in after.items() if v} == {
+        ("", "GET", "/v1/segments/{name}:attributes"): 1
+    }
