@@ -176,7 +176,9 @@ class ClusterRouting:
                 return None
         if path.startswith(CONTAINERS) and path.endswith(":restart"):
             text = path[len(CONTAINERS) : -len(":restart")]
-            if text.isdigit() and int(text) < self.count:
+            # ASCII digits only: "²" is a digit to isdigit() and none to int(), and the route
+            # refuses any other kind (400), wherever it is answered.
+            if text.isascii() and text.isdigit() and int(text) < self.count:
                 return int(text)
         return None
 
