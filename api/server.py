@@ -46,7 +46,7 @@ from segmentstore.api.readiness import readiness
 from segmentstore.api.worker_handoff import ConnectionHandOff
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.cluster.ownership import ContainerOwnership
-from segmentstore.settings import ApiSettings
+from segmentstore.settings import ApiSettings, Settings
 from segmentstore.store import SegmentStore
 from segmentstore.workers.place import WorkerPlace
 from segmentstore.workers.publisher import BoardPublisher
@@ -296,3 +296,43 @@ async def serve(
         host, port = sockets[0].getsockname()[:2]
         log.info("listening on %s://%s:%d", "https" if tls_cert_file else "http", host, port)
     await server.serve(sockets=list(sockets) if sockets is not None else None)
+
+
+def serve_settings(
+    store: SegmentStore,
+    settings: Settings,
+    cluster: ContainerOwnership | None,
+    sockets: Sequence[socket.socket],
+    *,
+    on_started: Callable[[], None] | None = None,
+    worker: WorkerPlace | None = None,
+) -> None:
+    """Run :func:`serve` on uvloop with ``settings``' API section (TLS, limits) and log level,
+    until SIGTERM or SIGINT: ``segmentstore serve``'s process, or one worker of a node
+    (``worker``), whose connection limits are its own as its descriptors are."""
+    api = settings.api
+    service = serve(
+        store,
+        api.host,
+        api.port,
+        settings.auth.roles(),
+        log_level=settings.log.level,
+        tls_cert_file=api.tls_cert_file,
+        tls_key_file=api.tls_key_file,
+        uvicorn_logging=False,  # its records take the process's one format
+        cluster=cluster,
+        sockets=sockets,
+        max_header_bytes=api.max_header_bytes,
+        body_timeout_s=api.body_timeout_ms / 1000,
+        head_timeout_s=api.head_timeout_ms / 1000,
+        max_connections=api.max_connections,
+        max_connections_per_client=api.max_connections_per_client,
+        on_started=on_started,
+        worker=worker,
+    )
+    try:
+        import uvloop  # uvicorn[standard] brings it: a faster event loop
+    except ImportError:  # pragma: no cover
+        asyncio.run(service)
+    else:
+        uvloop.run(service)

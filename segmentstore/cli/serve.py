@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
@@ -181,7 +180,8 @@ def with_node_identity(settings: Settings) -> Settings:
 
 
 def _serve(settings: Settings) -> None:
-    from segmentstore.api.server import serve  # lazily: 'segmentstore tier2 cat' never loads it
+    # lazily: 'segmentstore tier2 cat' never loads these
+    from segmentstore.api.server import serve_settings
     from segmentstore.store import SegmentStore
 
     # The port first, before the data directory is touched: a node that cannot serve claims
@@ -211,31 +211,7 @@ def _serve(settings: Settings) -> None:
         from segmentstore.cluster.membership import on_jetstream
 
         cluster = on_jetstream(store, settings)
-    service = serve(
-        store,
-        api.host,
-        api.port,
-        settings.auth.roles(),
-        log_level=settings.log.level,
-        tls_cert_file=api.tls_cert_file,
-        tls_key_file=api.tls_key_file,
-        uvicorn_logging=False,  # its records take the process's one format
-        cluster=cluster,
-        sockets=sockets,
-        max_header_bytes=api.max_header_bytes,
-        body_timeout_s=api.body_timeout_ms / 1000,
-        head_timeout_s=api.head_timeout_ms / 1000,
-        max_connections=api.max_connections,
-        max_connections_per_client=api.max_connections_per_client,
-        on_started=started,
-    )
     try:
-        import uvloop  # uvicorn[standard] brings it: a faster event loop
-    except ImportError:  # pragma: no cover
-        run_service = asyncio.run
-    else:
-        run_service = uvloop.run
-    try:
-        run_service(service)
+        serve_settings(store, settings, cluster, sockets, on_started=started)
     finally:
         listener.close()

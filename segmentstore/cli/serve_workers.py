@@ -133,7 +133,7 @@ def _prepare(settings: Settings) -> int:
 
 def _run_worker(settings: Settings, place: Any) -> int:
     """One worker: the store over its share, served on the node's port and its own."""
-    from segmentstore.api.server import serve
+    from segmentstore.api.server import serve_settings
     from segmentstore.cluster.membership import ClusterMembership
     from segmentstore.store import SegmentStore
     from segmentstore.workers.ownership import WorkerShare
@@ -141,7 +141,6 @@ def _run_worker(settings: Settings, place: Any) -> int:
 
     configure_logging(settings.log.level, settings.log.format, worker=place.name)
     starting(place)
-    api = settings.api
     settings = place.settings_of_worker(settings)
     if settings.cluster.enabled:
         from segmentstore.cluster.membership import on_jetstream
@@ -153,33 +152,9 @@ def _run_worker(settings: Settings, place: Any) -> int:
         ownership = WorkerShare(store, place)
     log.info("worker %s (%s) serves the node's port and its own at %s",
              place.name, place.id, place.url)  # fmt: skip
-    service = serve(
-        store,
-        api.host,
-        api.port,
-        settings.auth.roles(),
-        log_level=settings.log.level,
-        tls_cert_file=api.tls_cert_file,
-        tls_key_file=api.tls_key_file,
-        uvicorn_logging=False,
-        cluster=ownership,
-        sockets=[place.node_socket, place.own_socket],
-        max_header_bytes=api.max_header_bytes,
-        body_timeout_s=api.body_timeout_ms / 1000,
-        head_timeout_s=api.head_timeout_ms / 1000,
-        # Each worker's own: a connection holds a descriptor of the worker holding it.
-        max_connections=api.max_connections,
-        max_connections_per_client=api.max_connections_per_client,
-        worker=place,
-    )
     try:
-        import uvloop
-    except ImportError:  # pragma: no cover
-        run_service = asyncio.run
-    else:
-        run_service = uvloop.run
-    try:
-        run_service(service)
+        sockets = [place.node_socket, place.own_socket]
+        serve_settings(store, settings, ownership, sockets, worker=place)
     except Exception as error:  # a worker that cannot start says why in one line
         return report(explain(error), error, debug=_debug(settings))
     return 0

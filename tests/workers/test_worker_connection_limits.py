@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from raw_http import answer, head
+from raw_http import answer, connect_from, head
 
 from segmentstore.contracts.mapping import container_of
 from segmentstore.harness.served_store import ServedStore
@@ -68,14 +68,6 @@ def per_worker(node: ServedStore, name: str, **labels: str) -> dict[str, float]:
         for sample in family.samples
         if sample.name == name and {**sample.labels, "worker": ""} == {**labels, "worker": ""}
     }
-
-
-def connect_from(address: str, port: int) -> socket.socket:
-    sock = socket.socket()
-    sock.bind((address, 0))
-    sock.settimeout(30)
-    sock.connect(("127.0.0.1", port))
-    return sock
 
 
 def ask(sock: socket.socket, segment: str) -> int:
