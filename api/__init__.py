@@ -3,8 +3,10 @@
 :func:`segmentstore.api.app.create_app` builds the app over a store its caller owns;
 :func:`segmentstore.api.server.serve` starts the store, then runs it with uvicorn and closes the
 store in the lifespan. Every request comes in through one gate (:mod:`segmentstore.api.gate`)
-and is served by its route's one handler.
-May import: ``store``, ``containers``, ``cluster``, ``contracts`` and ``vocabulary``.
+and is served by its route's one handler. A worker of a node of several hands connections to
+the sibling that owns their requests' containers (:mod:`segmentstore.api.worker_handoff`).
+May import: ``store``, ``containers``, ``cluster``, ``workers``, ``contracts`` and
+``vocabulary``.
 """
 
 from segmentstore.api.app import create_app

@@ -36,8 +36,11 @@ from segmentstore.api.routes.data_route import document
 from segmentstore.api.routes.health import health_router
 from segmentstore.api.routes.segments import action_router, resource_router
 from segmentstore.api.status_page import status_page_router
+from segmentstore.api.worker_metrics import WorkerCollector
 from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.store import SegmentStore
+from segmentstore.workers.place import WorkerPlace
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -78,10 +81,13 @@ def create_app(
     auth_tokens: Mapping[str, str] | None = None,
     *,
     lifespan: Lifespan | None = None,
-    cluster: ClusterMembership | None = None,
+    cluster: ContainerOwnership | None = None,
+    worker: WorkerPlace | None = None,
 ) -> FastAPI:
     """The app over ``store``. ``auth_tokens`` maps token to role (``read``, ``write``,
-    ``admin``); none means open. ``ValueError`` on an unknown role."""
+    ``admin``); none means open. ``ValueError`` on an unknown role. ``cluster``: who serves
+    each container (a cluster's membership, or a node's workers); ``worker``: this process is
+    a worker of a node."""
     bearer = HTTPBearer(auto_error=False, description="a token of role read, write or admin")
     app = ServiceApp(
         title="segmentstore",
@@ -91,10 +97,10 @@ def create_app(
         # Paths with a trailing "/" are names (an empty one is 400 invalid_name), not typos.
         redirect_slashes=False,
     )
-    metrics = Metrics(node_name(store, cluster))
+    metrics = Metrics(node_name(store, cluster, worker), worker.name if worker else None)
     app.state.metrics = metrics  # the server adds the figures of the connections it holds
     metrics.watch(store)
-    metrics.registry.register(NodeCollector(store, cluster))
+    metrics.registry.register(NodeCollector(store, cluster, worker))
     install_error_handlers(app)
 
     # Documents the bearer scheme in OpenAPI when there is one; the gate enforces it.
@@ -107,7 +113,7 @@ def create_app(
         (resource_router(store), v1),
         (containers_router(store, cluster), v1),
         (cluster_router(store, cluster), v1),
-        (health_router(store, metrics, cluster), []),
+        (health_router(store, metrics, cluster, worker), []),
         (status_page_router(), []),  # static files; the page's script calls /v1 with a token
     ]
     for router, dependencies in routers:
@@ -132,18 +138,28 @@ def create_app(
             return ClusterRouting(here, store=store, membership=membership, session=forwarding)
 
         app.gate.route_with(routing)
-        metrics.registry.register(ClusterCollector(cluster, forwarding))
+        if isinstance(cluster, ClusterMembership):
+            metrics.registry.register(ClusterCollector(cluster, forwarding))
+    if worker is not None:
+        metrics.registry.register(WorkerCollector(worker, app.state, forwarding))
     return app
 
 
-def node_name(store: SegmentStore, cluster: ClusterMembership | None) -> str:
-    """This node's name for its metrics: its id in the cluster, or the host's name."""
+def node_name(
+    store: SegmentStore, cluster: ContainerOwnership | None, worker: WorkerPlace | None
+) -> str:
+    """This node's name for its metrics: a worker's node's id, its id in the cluster, or the
+    host's name. (A worker of a node in a cluster is a member ``NODE/wI``: its node is NODE.)"""
+    if worker is not None:
+        return worker.node_id
     if cluster is not None:
         return cluster.node_id
     return store.settings.cluster.node_id or socket.gethostname().split(".")[0]
 
 
-def forwarding_session(store: SegmentStore, cluster: ClusterMembership | None) -> ForwardingSession:
+def forwarding_session(
+    store: SegmentStore, cluster: ContainerOwnership | None
+) -> ForwardingSession:
     """How this node passes requests on to the other nodes (none outside a cluster)."""
     if cluster is None:
         return ForwardingSession("", None)

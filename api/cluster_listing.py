@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from segmentstore.api.errors import error_response
 from segmentstore.api.forwarding import PeerBusy
-from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.cluster.secret import OWNER_SIGNATURE
 from segmentstore.contracts.errors import ContainerUnavailableError
 
@@ -35,7 +35,7 @@ DEFAULT_LIST_LIMIT = 100
 
 
 class ClusterListing:
-    def __init__(self, membership: ClusterMembership, session: ForwardingSession) -> None:
+    def __init__(self, membership: ContainerOwnership, session: ForwardingSession) -> None:
         self.membership = membership
         self.session = session
 

@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from segmentstore.api.cluster_listing import ClusterListing
 from segmentstore.api.errors import BodyTooLarge, RefusedBody, error_response
 from segmentstore.api.forwarding import HOP_BY_HOP, ForwardingSession, PeerBusy
-from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.cluster.secret import FORWARDED_BY, FORWARDED_SIGNATURE, OWNER_SIGNATURE
 from segmentstore.contracts.errors import (
     ContainerUnavailableError,
@@ -77,7 +77,7 @@ class ClusterRouting:
         self,
         app: ASGIApp,
         store: SegmentStore,
-        membership: ClusterMembership,
+        membership: ContainerOwnership,
         session: ForwardingSession,
     ) -> None:
         self.app = app
@@ -176,7 +176,9 @@ class ClusterRouting:
                 return None
         if path.startswith(CONTAINERS) and path.endswith(":restart"):
             text = path[len(CONTAINERS) : -len(":restart")]
-            if text.isdigit() and int(text) < self.count:
+            # ASCII digits only: "²" is a digit to isdigit() and none to int(), and the route
+            # refuses any other kind (400), wherever it is answered.
+            if text.isascii() and text.isdigit() and int(text) < self.count:
                 return int(text)
         return None
 

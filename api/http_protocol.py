@@ -23,13 +23,19 @@ hold open or make the server hold in memory.
 
 A request that arrives whole in one read, most of them, costs a few comparisons more than
 uvicorn's own protocol; the stall clock is armed only for requests that span reads.
+
+On a node of several workers, a connection whose next request is for another worker's
+container moves there before it is parsed (:mod:`.worker_handoff`). The limits are each
+worker's: a connection holds a slot of the worker that holds it, so one handed on gives its
+slot back here as it closes this end and takes one in the sibling (which answers ``429`` if it
+has none left); the sibling's head clock starts again, with the bytes read here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -41,6 +47,9 @@ from segmentstore.contracts.errors import (
     SegmentStoreError,
     ThrottledError,
 )
+
+if TYPE_CHECKING:
+    from segmentstore.api.worker_handoff import ConnectionHandOff
 
 _REASONS = {
     408: b"Request Timeout",
@@ -68,14 +77,17 @@ def limited_protocol(
     body_timeout_s: float,
     head_timeout_s: float = 10.0,
     limits: ConnectionLimits | None = None,
+    hand_off: ConnectionHandOff | None = None,
 ) -> type[asyncio.Protocol]:
-    """uvicorn's protocol class (``uvicorn.Config(http=...)``) with these limits."""
+    """uvicorn's protocol class (``uvicorn.Config(http=...)``) with these limits; with
+    ``hand_off``, a connection moves to the worker that owns its next request's container."""
 
     class LimitedHttpToolsProtocol(_LimitedHttpToolsProtocol):
         head_limit = max_header_bytes
         stall_timeout_s = body_timeout_s
         head_deadline_s = head_timeout_s
         connection_limits = limits
+        worker_hand_off = hand_off
 
     return LimitedHttpToolsProtocol
 
@@ -85,6 +97,7 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
     stall_timeout_s = 30.0
     head_deadline_s = 10.0
     connection_limits: ConnectionLimits | None = None
+    worker_hand_off: ConnectionHandOff | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -96,6 +109,8 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_too_large = False
         self._admitted: str | None = None  # the client address whose slot this holds
+        # What another worker read of a connection it handed here: this one's first read.
+        self.initial = b""
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -116,6 +131,9 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
                 return
             self._admitted = address
         self._head_timer = self.loop.call_later(self.head_deadline_s, self._head_overdue)
+        if self.initial:
+            data, self.initial = self.initial, b""
+            self._take(data)  # served here whoever owns it now: a connection never bounces
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_stall_timer()
@@ -125,9 +143,45 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
             self._admitted = None
         super().connection_lost(exc)
 
-    # -- counting ------------------------------------------------------------------------------
+    # -- moving to the worker that owns the request's container ---------------------------------
 
     def data_received(self, data: bytes) -> None:
+        hand_off = self.worker_hand_off
+        if hand_off is None or not self._between_requests():
+            self._take(data)
+            return
+        index = hand_off.sibling_for(data)
+        if index is None:
+            self._take(data)
+            return
+        transport = self.transport
+        sock = transport.get_extra_info("socket")
+        if (
+            sock is None
+            or transport.get_write_buffer_size()
+            or not hand_off.hand_on(index, sock, data)
+        ):
+            self._take(data)
+            return
+        # The socket lives on in the sibling: closing this end sends nothing to the client,
+        # and gives this worker's slot back (connection_lost).
+        self._unset_keepalive_if_required()
+        transport.close()
+
+    def _between_requests(self) -> bool:
+        """Nothing of an earlier request unread or unanswered: the next read begins one."""
+        cycle = self.cycle
+        return (
+            not self._in_head
+            and not self._in_body
+            and (cycle is None or cycle.response_complete)
+            and not self.pipeline
+            and self.scheme == "http"
+        )
+
+    # -- counting ------------------------------------------------------------------------------
+
+    def _take(self, data: bytes) -> None:
         if not self._in_body:
             self._head_bytes += len(data)
         self._unset_keepalive_if_required()

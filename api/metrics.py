@@ -12,7 +12,8 @@ in bytes, ``process_*`` describes the process and ``segmentstore_build_info`` th
   from the start, at zero: Prometheus' ``increase()`` cannot count an error that a series
   begins with, and the alert must see the first one.
 - ``segmentstore_build_info`` names the node (its cluster id, or the host's name), so that
-  the series of one instance can be matched to the node the cluster map shows.
+  the series of one instance can be matched to the node the cluster map shows. On a node of
+  several workers every series carries its ``worker`` label too (``node`` stays the node's).
 - The store's work, reported through its :class:`~segmentstore.observations.Observations`:
   Tier 1 write+sync latency, Tier 2 chunk write latency and size, container recovery time.
 - Container and cache figures, read from the store when scraped (:mod:`.store_collector`), so
@@ -40,6 +41,7 @@ from starlette.types import Scope
 from segmentstore.api.loop_metrics import LoopHistogram, LoopMetricsCollector
 from segmentstore.api.process_collector import ProcessExtrasCollector
 from segmentstore.api.store_collector import StoreCollector
+from segmentstore.api.worker_metrics import labelled
 from segmentstore.observations import StoreObserver
 from segmentstore.store import SegmentStore
 from segmentstore.version import VERSION
@@ -77,9 +79,11 @@ def is_internal_error(status: str) -> bool:
 
 class Metrics(StoreObserver):
     """The service's metrics; observes the store it is attached to. ``node`` names this node
-    in ``segmentstore_build_info``."""
+    in ``segmentstore_build_info``; a worker of a node (``worker``: its name) labels every
+    series with it (:mod:`.worker_metrics`)."""
 
-    def __init__(self, node: str = "") -> None:
+    def __init__(self, node: str = "", worker: str | None = None) -> None:
+        self.worker = worker
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
@@ -199,7 +203,8 @@ class Metrics(StoreObserver):
         self._appended_events += events
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        text = generate_latest(self.registry)
+        return text if self.worker is None else labelled(text, self.worker)
 
     # -- StoreObserver --------------------------------------------------------------------
 

@@ -24,17 +24,24 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from segmentstore.api.readiness import readiness, writable
-from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.containers.disk_space import disk_space, local_tier_directories
 from segmentstore.store import SegmentStore
+from segmentstore.workers.place import WorkerPlace
 
 log = logging.getLogger(__name__)
 
 
 class NodeCollector(Collector):
-    def __init__(self, store: SegmentStore, cluster: ClusterMembership | None) -> None:
+    def __init__(
+        self,
+        store: SegmentStore,
+        cluster: ContainerOwnership | None,
+        worker: WorkerPlace | None = None,
+    ) -> None:
         self.store = store
         self.cluster = cluster
+        self.worker = worker
         self.directories = local_tier_directories(store.settings)
         jetstream = store.settings.tier1.jetstream
         files = {
@@ -49,12 +56,12 @@ class NodeCollector(Collector):
         yield GaugeMetricFamily(
             "segmentstore_node_ready",
             "1 while the node is ready (/readyz answers 200), else 0",
-            int(readiness(self.store, self.cluster).ready),
+            int(readiness(self.store, self.cluster, self.worker).ready),
         )
         yield GaugeMetricFamily(
             "segmentstore_node_writable",
             "1 while the node takes writes (ready, and no container it holds is read-only)",
-            int(writable(self.store, self.cluster)),
+            int(writable(self.store, self.cluster, self.worker)),
         )
         avail = GaugeMetricFamily(
             "segmentstore_filesystem_avail_bytes",

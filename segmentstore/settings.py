@@ -14,6 +14,7 @@ log's defaults are its own. Nothing else keeps a second list of a section's keys
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -187,8 +188,8 @@ class ClusterSettings(_Section):
     # Several nodes share one JetStream Tier 1 and one Tier 2 and split the containers.
     enabled: bool = False
     # Unique in the cluster and stable across restarts (a StatefulSet's pod name); empty:
-    # the host name.
-    node_id: str = Field(default="", pattern=r"^([A-Za-z0-9_-]{1,64})?$")
+    # the host name. Each worker of a node of several is a member of its own, NODE/wI.
+    node_id: str = Field(default="", pattern=r"^([A-Za-z0-9_-]{1,64}(/w[0-9]{1,3})?)?$")
     # Where other nodes and clients reach this node; empty: http://<api.host>:<api.port>
     # (the host name when api.host is 0.0.0.0).
     advertise_url: str = ""
@@ -270,6 +271,24 @@ class ApiSettings(_Section):
         return self
 
 
+class NodeSettings(_Section):
+    # Worker processes of this node, each owning a fixed share of the containers with its own
+    # event loop, HTTP server and parts, under a small supervisor (docs/operations.md, A node
+    # on every core). None: as many as the CPUs this process may use; 1: one process, no
+    # supervisor.
+    workers: int | None = Field(default=None, ge=1, le=256)
+    # Each worker also listens on an address of its own, published in the node's map so that
+    # clients reach the owning worker directly. 0: the kernel chooses each worker's port; P:
+    # worker i listens on P + i (a firewall or a pod's declared ports can then name them).
+    worker_base_port: int = Field(default=0, ge=0, le=65535)
+
+    def worker_count(self) -> int:
+        """``workers``, with the CPUs this process may use for None."""
+        if self.workers is not None:
+            return self.workers
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
+
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     # text: one line per record for people; json: one JSON object per line for log pipelines.
@@ -304,6 +323,7 @@ class Settings(_Section):
     auth: AuthSettings = AuthSettings()
     log: LogSettings = LogSettings()
     cluster: ClusterSettings = ClusterSettings()
+    node: NodeSettings = NodeSettings()
 
     @model_validator(mode="after")
     def _frames_fit_appends(self) -> Settings:

@@ -67,10 +67,17 @@ def _route(name: str, containers: int) -> int:
 
 
 class SegmentStore:
-    """Open with ``async with SegmentStore.open(data_dir) as store:``."""
+    """Open with ``async with SegmentStore.open(data_dir) as store:``.
 
-    def __init__(self, settings: Settings) -> None:
+    ``share``: the containers this process serves when it is one worker of a node of several
+    (``segmentstore serve --workers N``); the others are its siblings'. None: all of them, or
+    in a cluster those whose leases it wins. A worker does not lock the data directory: its
+    node's supervisor holds that lock for all of them (:func:`~.data_dir.lock_data_dir`).
+    """
+
+    def __init__(self, settings: Settings, share: frozenset[int] | None = None) -> None:
         self.settings = settings
+        self.share = share
         self._count = settings.store.containers
         self.containers: list[SegmentContainer] = []
         self._restarts: dict[int, asyncio.Lock] = {}
@@ -136,10 +143,10 @@ class SegmentStore:
         """
         data_dir = self.settings.store.data_dir
         uri = self.settings.tier2_uri()
-        # First, a second process over the directory stops here (on JetStream it holds nothing).
-        self._data_dir_lock = (
-            await asyncio.to_thread(lock_data_dir, data_dir) if self._jetstream is None else None
-        )
+        # First, a second process over the directory stops here (on JetStream it holds nothing;
+        # a worker's supervisor holds it for the node).
+        locks = self._jetstream is None and self.share is None
+        self._data_dir_lock = await asyncio.to_thread(lock_data_dir, data_dir) if locks else None
         storage = None
         try:
             try:
@@ -187,6 +194,8 @@ class SegmentStore:
         ]
         # In a cluster the containers are taken one by one, as their leases are won.
         initial = [] if self.settings.cluster.enabled else self.containers
+        if self.share is not None:
+            initial = [c for c in initial if c.id in self.share]
         self.owned = {c.id for c in initial}
         log.info("starting %d of %d containers over %s", len(initial), self._count, data_dir)
         self._recoveries.begin(initial)
@@ -437,9 +446,10 @@ class SegmentStore:
         self, prefix: str = "", *, after: str | None = None, limit: int | None = None
     ) -> list[str]:
         """Segment names starting with ``prefix``, sorted by code point, after ``after``.
-        In a cluster, the names of the containers this node holds, all of which must be
-        running (a page missing a recovering container's names would be wrong)."""
-        if self.settings.cluster.enabled:
+        In a cluster, or a worker of a node, the names of the containers this process holds,
+        all of which must be running (a page missing a recovering container's names would be
+        wrong)."""
+        if self.settings.cluster.enabled or self.share is not None:
             for c in self.containers:
                 if c.id in self.owned and c.status not in _SERVING_READS:
                     raise ContainerUnavailableError(c.id, c.failure or c.status.value)

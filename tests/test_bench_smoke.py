@@ -57,3 +57,27 @@ def test_http_bench_reports_cpu_and_ratios_to_both_baselines(tmp_path: Path) -> 
     assert {g["figure"] for g in append["goals"]} == {"store_vs_fastapi", "store_vs_asgi"}
     assert 0 < rows["tail"]["p50_ms"] <= rows["tail"]["p99_ms"]
     assert len(rows["load average"]["samples"]) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["http", "client"])
+def test_workers_benches_compare_each_count_with_one_worker_in_the_same_rounds(
+    tmp_path: Path, kind: str
+) -> None:
+    stdout, results = _bench(
+        tmp_path, kind, "--workers", "1,2", "--seconds", "0.5", "--rounds", "2",
+        *(["--loadgen", "wrk"] if kind == "http" else []),
+    )  # fmt: skip
+    assert "round 2/2" in stdout and "ratios to 1 worker" in stdout
+    rows = [row for row in results if row["case"] != "load average"]
+    loads = {"http": {"http-append-1k"}, "client": {"client-append-1k", "writer-send-1k"}}[kind]
+    assert {row["case"] for row in rows} == loads
+    for case in loads:
+        one, two = (
+            next(r for r in rows if r["case"] == case and r["workers"] == n) for n in (1, 2)
+        )
+        assert one["per_s"] > 0 and two["per_s"] > 0 and 0 < one["cpu_us"] < 1e6
+        assert "per_s_ratio" not in one  # the baseline
+        assert two["per_s_ratio_min"] <= two["per_s_ratio"] <= two["per_s_ratio_max"]
+        assert two["cpu_ratio_min"] <= two["cpu_ratio"] <= two["cpu_ratio_max"]
+        assert two["goals"] and all(g["value"] == two[g["figure"]] for g in two["goals"])

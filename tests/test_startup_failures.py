@@ -128,13 +128,18 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], int, list[str]]] = {
 }  # fmt: skip
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_startup_failure_is_one_line_with_its_exit_status(tmp_path: Path, case: str) -> None:
+def test_a_startup_failure_is_one_line_with_its_exit_status(
+    tmp_path: Path, case: str, workers: str
+) -> None:
+    """The same for one process and for a node of two workers (its supervisor binds, locks and
+    has the data directory claimed before any worker starts)."""
     setup, exit_code, words = CASES[case]
     flags = setup(tmp_path)
     before = sorted(str(p) for p in tmp_path.rglob("*"))
-    refused = serve("--port", port(), *flags, cwd=tmp_path)
-    print(f"{case}: exit {refused.exit_code}: {refused.stderr.strip()}")
+    refused = serve("--port", port(), "--workers", workers, *flags, cwd=tmp_path)
+    print(f"{case} ({workers} workers): exit {refused.exit_code}: {refused.stderr.strip()}")
     assert refused.exit_code == exit_code, refused.stderr
     assert len(refused.lines) == 1, refused.stderr
     assert refused.lines[0].startswith("segmentstore serve: ")
@@ -165,10 +170,14 @@ def test_debug_shows_the_traceback_before_the_line(tmp_path: Path) -> None:
     assert "store.json is not a segment store's" in refused.lines[-1]
 
 
-def test_a_port_in_use_is_refused_before_the_data_directory_is_touched(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_port_in_use_is_refused_before_the_data_directory_is_touched(
+    tmp_path: Path, workers: str
+) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         number = taken.getsockname()[1]
-        refused = serve("--port", str(number), "--data-dir", "data", cwd=tmp_path)
+        flags = ["--data-dir", "data", "--workers", workers]
+        refused = serve("--port", str(number), *flags, cwd=tmp_path)
     print(f"a port in use: exit {refused.exit_code}: {refused.stderr.strip()}")
     assert refused.exit_code == 1
     assert refused.lines == [
@@ -196,12 +205,20 @@ def test_jetstream_out_of_reach_is_given_up_after_its_minute(tmp_path: Path) -> 
     assert 60 <= refused.seconds < TIMEOUT_S + 30
 
 
-def test_a_data_directory_held_by_a_running_node_is_refused_at_once(tmp_path: Path) -> None:
-    first = ServedStore(tmp_path / "data", tmp_path / "first.log", environ=os.environ)
+@pytest.mark.parametrize(("first_workers", "second_workers"), [(1, "1"), (2, "1"), (1, "2")])
+def test_a_data_directory_held_by_a_running_node_is_refused_at_once(
+    tmp_path: Path, first_workers: int, second_workers: str
+) -> None:
+    """A node of several workers holds the lock in its supervisor (the pid named), and refuses
+    a second node as one process does."""
+    first = ServedStore(
+        tmp_path / "data", tmp_path / "first.log", environ=os.environ, workers=first_workers
+    )
     try:
         first.wait_ready(TIMEOUT_S)
         identity = (tmp_path / "data" / "store.json").read_text()
-        refused = serve("--port", port(), "--data-dir", "data", cwd=tmp_path)
+        flags = ["--data-dir", "data", "--workers", second_workers]
+        refused = serve("--port", port(), *flags, cwd=tmp_path)
         print(
             f"a data directory in use: exit {refused.exit_code} after {refused.seconds:.1f} s:"
             f" {refused.stderr.strip()}"
@@ -217,8 +234,10 @@ def test_a_data_directory_held_by_a_running_node_is_refused_at_once(tmp_path: Pa
         assert json.loads(identity)["containers"] == 4
     finally:
         assert first.stop() == 0 or first.proc.returncode is not None
-    # Once the first has stopped, the directory is free again.
-    second = ServedStore(tmp_path / "data", tmp_path / "second.log", environ=os.environ)
+    # Once the first has stopped (every process of it), the directory is free again.
+    second = ServedStore(
+        tmp_path / "data", tmp_path / "second.log", environ=os.environ, workers=first_workers
+    )
     try:
         second.wait_ready(TIMEOUT_S)
     finally:

@@ -11,11 +11,11 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from segmentstore.api.schemas import ClusterMap
-from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.store import SegmentStore
 
 
-def cluster_router(store: SegmentStore, cluster: ClusterMembership | None) -> APIRouter:
+def cluster_router(store: SegmentStore, cluster: ContainerOwnership | None) -> APIRouter:
     router = APIRouter(prefix="/v1/cluster", tags=["containers"])
 
     @router.get(

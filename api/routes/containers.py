@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from segmentstore.api.schemas import Containers, ContainerView, container_json, error_responses
 from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.contracts.errors import (
@@ -24,14 +25,16 @@ from segmentstore.store import SegmentStore
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
-def containers_router(store: SegmentStore, cluster: ClusterMembership | None) -> APIRouter:
+def containers_router(store: SegmentStore, cluster: ContainerOwnership | None) -> APIRouter:
     router = APIRouter(prefix="/v1/containers", tags=["containers"])
     # A container is stopped and started in two awaits; two restarts interleaving would start
     # it twice. Restarts are rare (drills), so one at a time is plenty.
     restarting = asyncio.Lock()
 
     def view(container: SegmentContainer) -> dict[str, Any]:
-        takeovers = 0 if cluster is None else cluster.takeovers.get(container.id, 0)
+        # Taken over from another node: a cluster's; a node's workers own fixed shares.
+        membership = cluster if isinstance(cluster, ClusterMembership) else None
+        takeovers = 0 if membership is None else membership.takeovers.get(container.id, 0)
         return container_json(container, takeovers)
 
     @router.get(

@@ -4,21 +4,28 @@ holds) and ``/metrics``."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from segmentstore.api.errors import error_json
 from segmentstore.api.metrics import CONTENT_TYPE, Metrics
 from segmentstore.api.readiness import read_only_containers, readiness, writable
 from segmentstore.api.schemas import container_json, error_responses
-from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.api.worker_metrics import node_exposition
+from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.contracts.errors import ContainerUnavailableError
 from segmentstore.store import SegmentStore
+from segmentstore.workers.place import WorkerPlace
 
 
 def health_router(
-    store: SegmentStore, metrics: Metrics, cluster: ClusterMembership | None = None
+    store: SegmentStore,
+    metrics: Metrics,
+    cluster: ContainerOwnership | None = None,
+    worker: WorkerPlace | None = None,
 ) -> APIRouter:
+    """``worker``: a worker of a node answers ``/readyz`` for the whole node, and ``/metrics``
+    on the node's port with every worker's series (on its own port, with its own)."""
     router = APIRouter(tags=["operations"])
 
     @router.get(
@@ -29,11 +36,11 @@ def health_router(
     async def healthz() -> Response:
         # Always 200: a node that cannot take writes (Tier 1 full) still serves reads, and
         # restarting it would stop those too.
-        read_only = [c.id for c in read_only_containers(store)]
+        read_only = read_only_containers(store, worker)
         return JSONResponse(
             {
                 "status": "ok",
-                "writable": writable(store, cluster),
+                "writable": writable(store, cluster, worker),
                 "read_only_containers": read_only,
             }
         )
@@ -45,7 +52,7 @@ def health_router(
         summary="Readiness: 200 once the node serves reads of every container it holds",
     )
     async def readyz() -> Response:
-        state = readiness(store, cluster)
+        state = readiness(store, cluster, worker)
         if not state.ready:
             return error_json(
                 ContainerUnavailableError.status,
@@ -62,7 +69,10 @@ def health_router(
         responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}}},
         summary="Prometheus text format",
     )
-    async def prometheus() -> Response:
-        return Response(metrics.render(), media_type=CONTENT_TYPE)
+    async def prometheus(request: Request) -> Response:
+        text = metrics.render()
+        if worker is not None and request.scope["server"][1] != worker.own_port:
+            text = await node_exposition(worker, request.app.state.forwarding, text)
+        return Response(text, media_type=CONTENT_TYPE)
 
     return router

@@ -46,6 +46,7 @@ from segmentstore.bench.http_cases import SEGMENTS, KiB, cases
 from segmentstore.bench.http_servers import STARTUP_TIMEOUT_S
 from segmentstore.bench.report import percentile, print_table, run_loop, write_json
 from segmentstore.client import AsyncSegmentStoreClient, EventAck, EventReader, EventWriter
+from segmentstore.contracts.errors import SegmentExistsError
 
 APPEND_TASKS = 64
 PRODUCERS = 256
@@ -62,14 +63,19 @@ TARGETS: dict[str, tuple[str, float]] = {
 }
 
 
-def _append_segments() -> list[str]:
+def append_segments() -> list[str]:
     return [f"bench/http-{i:02d}" for i in range(SEGMENTS)]
 
 
-async def _create(url: str, names: list[str]) -> None:
+async def create_segments(url: str, names: list[str], exist_ok: bool = False) -> None:
+    """``exist_ok``: a segment an earlier round made is used again."""
     async with AsyncSegmentStoreClient(url) as client:
         for name in names:
-            await client.create_segment(name)
+            try:
+                await client.create_segment(name)
+            except SegmentExistsError:
+                if not exist_ok:
+                    raise
 
 
 class _BareAiohttp:
@@ -94,13 +100,16 @@ class _BareAiohttp:
         await self._session.close()
 
 
-async def _appends(url: str, seconds: float, how: str) -> dict[str, float]:
+async def appends(
+    url: str, seconds: float, how: str, server_cpu_s: Callable[[], float] | None = None
+) -> dict[str, float]:
     """Appends/s of ``APPEND_TASKS`` tasks each appending 1 KiB in a loop, and this process's
     CPU per append; ``how``: ``client`` (aiohttp), ``httpx`` (httpx's asyncio pool under
-    the same client) or ``aiohttp`` (a bare session, no client around it)."""
+    the same client) or ``aiohttp`` (a bare session, no client around it). With
+    ``server_cpu_s`` (the server's CPU seconds so far), also the server's CPU per append."""
     transport = httpx.AsyncHTTPTransport() if how == "httpx" else None
     body = os.urandom(KiB)
-    segments = _append_segments()
+    segments = append_segments()
     done = 0
     async with AsyncSegmentStoreClient(url, transport=transport) as client:
         bare = _BareAiohttp(url) if how == "aiohttp" else None
@@ -116,25 +125,35 @@ async def _appends(url: str, seconds: float, how: str) -> dict[str, float]:
         try:
             warm = time.perf_counter() + min(1.0, seconds / 4)
             await asyncio.gather(*(task(i, warm, False) for i in range(APPEND_TASKS)))
+            server = server_cpu_s() if server_cpu_s else 0.0
             cpu, begun = time.process_time(), time.perf_counter()
             await asyncio.gather(*(task(i, begun + seconds, True) for i in range(APPEND_TASKS)))
             elapsed, cpu = time.perf_counter() - begun, time.process_time() - cpu
+            server = server_cpu_s() - server if server_cpu_s else 0.0
         finally:
             if bare is not None:
                 await bare.aclose()
-    return {"per_s": done / elapsed, "client_cpu_us_per_record": cpu / max(1, done) * 1e6}
+    figures = {"per_s": done / elapsed, "client_cpu_us_per_record": cpu / max(1, done) * 1e6}
+    if server_cpu_s is not None:
+        figures["server_cpu_us_per_record"] = server / max(1, done) * 1e6
+    return figures
 
 
-async def _writer_records(
-    url: str, payload_bytes: int, seconds: float, max_in_flight: int = 4
+async def writer_records(
+    url: str,
+    payload_bytes: int,
+    seconds: float,
+    max_in_flight: int = 4,
+    server_cpu_s: Callable[[], float] | None = None,
 ) -> dict[str, float]:
-    """Acknowledged records/s through one EventWriter, and this process's CPU per record.
+    """Acknowledged records/s through one EventWriter, and this process's CPU per record
+    (with ``server_cpu_s``, the server's too).
 
     The clock stops once every record sent is answered, so each counted record is
     acknowledged (durable in the store with its offset) within the measured time.
     """
     segments = [f"bench/events-{payload_bytes}-{max_in_flight}-{i:02d}" for i in range(SEGMENTS)]
-    await _create(url, segments)
+    await create_segments(url, segments, exist_ok=True)  # a later round of the same server
     payload = os.urandom(payload_bytes)
     acknowledged = 0
     async with (
@@ -162,18 +181,23 @@ async def _writer_records(
 
         warm = time.perf_counter() + min(1.0, seconds / 4)
         await asyncio.gather(*(producer(i, warm) for i in range(PRODUCERS)))
+        server = server_cpu_s() if server_cpu_s else 0.0
         cpu, begun = time.process_time(), time.perf_counter()
         counts = await asyncio.gather(*(producer(i, begun + seconds) for i in range(PRODUCERS)))
         elapsed, cpu = time.perf_counter() - begun, time.process_time() - cpu
+        server = server_cpu_s() - server if server_cpu_s else 0.0
         acknowledged = sum(counts)
         enqueue_us = await _enqueue_cost_us(writer, segments[0], payload)
     per_s = acknowledged / elapsed
-    return {
+    figures = {
         "records_per_s": per_s,
         "mb_per_s": per_s * payload_bytes / 1e6,
         "client_cpu_us_per_record": cpu / acknowledged * 1e6,
         "enqueue_us_per_record": enqueue_us,
     }
+    if server_cpu_s is not None:
+        figures["server_cpu_us_per_record"] = server / acknowledged * 1e6
+    return figures
 
 
 async def _awaited_writes(
@@ -182,7 +206,7 @@ async def _awaited_writes(
     """Records/s when each of the producer tasks awaits every ``write`` before the next, and
     this process's CPU per record. Each counted record was acknowledged in the measured time."""
     segments = [f"bench/awaited-{max_in_flight}-{i:02d}" for i in range(SEGMENTS)]
-    await _create(url, segments)
+    await create_segments(url, segments, exist_ok=True)  # a later round of the same server
     payload = os.urandom(payload_bytes)
     async with (
         AsyncSegmentStoreClient(url) as client,
@@ -228,7 +252,7 @@ async def _enqueue_cost_us(writer: EventWriter, segment: str, payload: bytes) ->
 async def _latency(url: str, seconds: float) -> dict[str, float]:
     """Append-to-read latency: write through an EventWriter, read with an EventReader."""
     segment = "bench/latency"
-    await _create(url, [segment])
+    await create_segments(url, [segment])
     latencies: list[float] = []
     sent_at: dict[int, float] = {}
     async with AsyncSegmentStoreClient(url) as client:
@@ -276,7 +300,7 @@ def run(
     try:
         store.wait_ready(STARTUP_TIMEOUT_S)
         url = store.url
-        run_loop(_create(url, _append_segments()), loop)
+        run_loop(create_segments(url, append_segments()), loop)
 
         def step(title: str) -> None:
             print(f"... {title}, {seconds:g} s", flush=True)
@@ -301,7 +325,7 @@ def run(
         for how in ("client", "aiohttp", "httpx"):
             label = {"client": "client", "aiohttp": "bare aiohttp", "httpx": "client on httpx"}[how]
             step(f"{label}: 1 KiB appends, {APPEND_TASKS} tasks")
-            figures = run_loop(_appends(url, seconds, how), loop)
+            figures = run_loop(appends(url, seconds, how), loop)
             per_s = figures.pop("per_s")
             rows.append(
                 row(f"{label} append 1 KiB x{APPEND_TASKS}", per_s, per_s * KiB / 1e6, **figures)
@@ -310,9 +334,9 @@ def run(
         # One batch per segment on the wire is how the writer sent before batches were
         # chained: the same run's figure for it is what each EventWriter case is compared with.
         writers = [
-            ("send()", _writer_records, KiB, 4),
-            ("send()", _writer_records, KiB, 1),
-            ("send()", _writer_records, 100, 4),
+            ("send()", writer_records, KiB, 4),
+            ("send()", writer_records, KiB, 1),
+            ("send()", writer_records, 100, 4),
             ("write()", _awaited_writes, KiB, 4),
             ("write()", _awaited_writes, KiB, 1),
         ]

@@ -1,11 +1,11 @@
 """The command line: the composition root that alone builds settings and the store.
 
-One module per command group (:mod:`.serve`, :mod:`.tier2`, :mod:`.bench`, :mod:`.spark`,
-:mod:`.drill`);
+One module per command group (:mod:`.serve`, with :mod:`.serve_workers` for a node of several
+workers, :mod:`.tier2`, :mod:`.bench`, :mod:`.spark`, :mod:`.drill`);
 each adds its parser and sets the function that runs it. It alone reads the environment.
 May import: ``config``, ``store``, ``tier2``, ``contracts``, ``vocabulary``, and lazily (so
 that ``segmentstore tier2 cat`` never loads FastAPI or Spark) ``api``, ``jobs``, ``cluster``,
-``bench`` and ``drill``.
+``workers``, ``bench`` and ``drill``.
 """
 
 from __future__ import annotations

@@ -83,6 +83,13 @@ def add_command(commands: Any) -> None:
     )
     http.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
     http.add_argument("--json", default=None, help="also write the results here")
+    http.add_argument(
+        "--workers",
+        type=_ints,
+        default=None,
+        help="e.g. 1,2: instead, 1 KiB appends through the node's port against a node of each"
+        " count of worker processes, as ratios to 1 worker",
+    )
     http.set_defaults(run=_http)
     tier1 = benches.add_parser(
         "tier1", help="appends on the JetStream Tier 1 (3 local nodes) vs the local Tier 1"
@@ -121,6 +128,16 @@ def add_command(commands: Any) -> None:
     )
     client.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
     client.add_argument("--json", default=None, help="also write the results here")
+    client.add_argument(
+        "--workers",
+        type=_ints,
+        default=None,
+        help="e.g. 1,2: instead, the routing client and the EventWriter against a node of each"
+        " count of worker processes, as ratios to 1 worker",
+    )
+    client.add_argument(
+        "--rounds", type=int, default=3, help="with --workers: the loads again, nodes rotated"
+    )
     client.set_defaults(run=_client)
     spark = benches.add_parser("spark", help="the Spark data source vs pyarrow in one process")
     spark.add_argument("--segments", type=int, default=4, help="event segments to scan")
@@ -206,6 +223,8 @@ def _offset_at(args: argparse.Namespace) -> int:
 
 
 def _http(args: argparse.Namespace) -> int:
+    if args.workers is not None:
+        return _workers("http", args, "uvloop")
     from segmentstore.bench import http
 
     http.run(
@@ -221,7 +240,27 @@ def _http(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workers(kind: str, args: argparse.Namespace, loop: str) -> int:
+    from segmentstore.bench import workers
+
+    workers.run(
+        kind,
+        args.workers,
+        args.seconds,
+        args.rounds,
+        args.loadgen,
+        args.processes,
+        loop,
+        args.dir,
+        args.json,
+        os.environ,
+    )
+    return 0
+
+
 def _client(args: argparse.Namespace) -> int:
+    if args.workers is not None:
+        return _workers("client", args, args.loop)
     from segmentstore.bench import client
 
     client.run(

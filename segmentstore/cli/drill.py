@@ -29,6 +29,11 @@ def add_command(commands: Any) -> None:
         help="with --spawn: 1 node, or a cluster of N >= 2 nodes over a 3-node JetStream cluster",
     )  # fmt: skip
     drill.add_argument(
+        "--workers", type=int, default=1,
+        help="with --spawn: each node's worker processes (serve --workers N; the worker_kill"
+        " fault kills one)",
+    )  # fmt: skip
+    drill.add_argument(
         "--lease-ms", type=int, default=5000,
         help="a spawned cluster's lease: how long a silent node keeps its containers",
     )  # fmt: skip
@@ -125,11 +130,18 @@ def run(args: argparse.Namespace) -> int:
     # One line per request (the drill's, and moto's) would bury the progress display.
     for chatty in ("httpx", "werkzeug"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    if args.workers < 1 or (args.workers > 1 and not args.spawn):
+        print("segmentstore drill: --workers is 1, or N >= 2 with --spawn", file=sys.stderr)
+        return 2
     if args.nodes < 1 or (args.nodes > 1 and not args.spawn):
         print("segmentstore drill: --nodes is 1, or N >= 2 with --spawn (a cluster)",
               file=sys.stderr)  # fmt: skip
         return 2
     jetstream_node = args.tier1 == "jetstream" and args.nodes == 1
+    if jetstream_node and args.workers > 1:
+        print("segmentstore drill: --workers is for a node on local Tier 1 or a cluster",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if jetstream_node and not args.spawn:
         print("segmentstore drill: --tier1 jetstream spawns its node (--spawn)", file=sys.stderr)
         return 2
@@ -149,8 +161,9 @@ def run(args: argparse.Namespace) -> int:
 
         checkpoints = {"SEGMENTSTORE_DURABLE_LOG__CHECKPOINT_EVERY_FRAMES": str(checkpoint_frames)}
         deployment = SpawnedCluster(
-            args.tier2, args.nodes, os.environ, args.lease_ms, settings=checkpoints
-        )
+            args.tier2, args.nodes, os.environ, args.lease_ms,
+            settings=checkpoints, workers=args.workers,
+        )  # fmt: skip
     elif jetstream_node:
         from segmentstore.drill.jetstream_power import SpawnedJetStreamNode
 
@@ -161,8 +174,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.spawn:
         power_loss = "power_loss" in faults
         deployment = SpawnedDeployment(
-            args.tier2, None, power_loss, args.fs_model or "strict", checkpoint_frames
-        )
+            args.tier2, None, power_loss, args.fs_model or "strict", checkpoint_frames,
+            args.workers,
+        )  # fmt: skip
     else:
         deployment = RunningDeployment(args.url, args.kill_cmd)
     try:

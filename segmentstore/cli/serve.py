@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ _FLAG_KEYS = {
     "advertise": ("cluster", "advertise_url"),
     "cluster_secret_file": ("cluster", "secret_file"),
     "rebuild_from_tier2": ("store", "rebuild_from_tier2"),
+    "workers": ("node", "workers"),
 }
 
 
@@ -46,6 +46,13 @@ def add_command(commands: Any) -> None:
     serve.add_argument("--host", default=None, help="default 127.0.0.1")
     serve.add_argument("--port", type=int, default=None, help="default 9090")
     serve.add_argument("--containers", type=int, default=None, help="default 4")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes, each owning a share of the containers (node.workers; default:"
+        " the CPUs this process may use; 1: one process)",
+    )
     serve.add_argument("--tier2", default=None, help="default file://<data-dir>/tier2")
     serve.add_argument(
         "--tier1",
@@ -111,6 +118,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     configure_logging(settings.log.level, settings.log.format)
     try:
+        workers = min(settings.node.worker_count(), settings.store.containers)
+        if workers > 1:
+            from segmentstore.cli.serve_workers import serve_workers
+
+            return serve_workers(settings, workers)
         _serve(settings)
     except Exception as error:  # anything that stops the start: one line, not a traceback
         return report(explain(error), error, debug=settings.log.level.lower() == "debug")
@@ -151,7 +163,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, os.environ, flags)
 
 
-def _with_node_identity(settings: Settings) -> Settings:
+def with_node_identity(settings: Settings) -> Settings:
     """A cluster node's id defaults to the host name (a StatefulSet pod's is stable), and
     its advertised URL to its own address."""
     cluster = settings.cluster
@@ -168,7 +180,8 @@ def _with_node_identity(settings: Settings) -> Settings:
 
 
 def _serve(settings: Settings) -> None:
-    from segmentstore.api.server import serve  # lazily: 'segmentstore tier2 cat' never loads it
+    # lazily: 'segmentstore tier2 cat' never loads these
+    from segmentstore.api.server import serve_settings
     from segmentstore.store import SegmentStore
 
     # The port first, before the data directory is touched: a node that cannot serve claims
@@ -176,7 +189,7 @@ def _serve(settings: Settings) -> None:
     listener = listen(settings.api.host, settings.api.port)
     sockets = [listener]
     settings = settings.with_overrides(api={"port": listener.getsockname()[1]})
-    settings = _with_node_identity(settings)
+    settings = with_node_identity(settings)
     api = settings.api
     scheme = "https" if api.tls_cert_file else "http"
 
@@ -198,31 +211,7 @@ def _serve(settings: Settings) -> None:
         from segmentstore.cluster.membership import on_jetstream
 
         cluster = on_jetstream(store, settings)
-    service = serve(
-        store,
-        api.host,
-        api.port,
-        settings.auth.roles(),
-        log_level=settings.log.level,
-        tls_cert_file=api.tls_cert_file,
-        tls_key_file=api.tls_key_file,
-        uvicorn_logging=False,  # its records take the process's one format
-        cluster=cluster,
-        sockets=sockets,
-        max_header_bytes=api.max_header_bytes,
-        body_timeout_s=api.body_timeout_ms / 1000,
-        head_timeout_s=api.head_timeout_ms / 1000,
-        max_connections=api.max_connections,
-        max_connections_per_client=api.max_connections_per_client,
-        on_started=started,
-    )
     try:
-        import uvloop  # uvicorn[standard] brings it: a faster event loop
-    except ImportError:  # pragma: no cover
-        run_service = asyncio.run
-    else:
-        run_service = uvloop.run
-    try:
-        run_service(service)
+        serve_settings(store, settings, cluster, sockets, on_started=started)
     finally:
         listener.close()

@@ -33,9 +33,12 @@ started) work as for one node. Tier 1 here is JetStream, so the tmpfs faults (``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import random
 import shutil
+import signal
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,6 +46,7 @@ from typing import Any
 
 import httpx
 
+from segmentstore.contracts.members import node_of
 from segmentstore.drill.deployment import flush_interval_ms
 from segmentstore.drill.network import DrillNetwork
 from segmentstore.drill.ownership import OwnershipSampler
@@ -77,10 +81,13 @@ class SpawnedCluster:
         lease_ms: int = 5000,
         work_dir: Path | None = None,
         settings: Mapping[str, str] | None = None,
+        workers: int = 1,
     ) -> None:
-        """``settings``: the nodes' settings (``SEGMENTSTORE_...`` variables) over the drill's."""
+        """``settings``: the nodes' settings (``SEGMENTSTORE_...`` variables) over the drill's;
+        ``workers``: each node's worker processes, each a member of its own."""
         if nodes < 2:
             raise ValueError("a cluster has at least two nodes")
+        self.workers = workers
         self._own_dir = work_dir is None
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="segmentstore-drill-"))
         self.tier2_kind = tier2_kind
@@ -91,6 +98,13 @@ class SpawnedCluster:
         self.unavailable: dict[str, str] = {}
         if tier2_kind != "s3":
             self.unavailable["tier2_outage"] = "only S3 (moto) can be taken away from every node"
+        if workers == 1:
+            self.unavailable["worker_kill"] = "each node runs one process (--workers 2 or more)"
+        else:
+            from segmentstore.drill.faults import PARTITION_KINDS
+
+            for kind in PARTITION_KINDS:  # the workers' own addresses are reached directly
+                self.unavailable[kind] = "a node's workers are not behind the switchboard"
         self._jetstream = JetStreamCluster(self.work_dir / "jetstream")
         self._moto: MotoTier2 | None = None
         self.nodes: StoreNodes | None = None
@@ -125,6 +139,7 @@ class SpawnedCluster:
             containers=CONTAINERS,
             parent_env=self._parent_env,
             env=env,
+            workers=self.workers,
         )
         for _ in range(self.node_count):
             self.network.prepare_node(self.nodes).start()
@@ -220,6 +235,19 @@ class SpawnedCluster:
         said = fencing_lines(self._broken_node) - self._fencing_before
         return f"; on waking it logged {said} lost leases or fencings"
 
+    async def kill_worker(self, rng: random.Random) -> str:
+        """SIGKILL one worker of a live node; its supervisor starts it again at once, and it
+        takes back the leases it held under its id (or the others take them as they expire)."""
+        assert self.nodes is not None
+        node = rng.choice(self.nodes.live)
+        workers = sorted(node.worker_pids())
+        if not workers:
+            return f"{node.node_id} had no worker running"
+        victim = rng.choice(workers)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGKILL)
+        return f"{node.node_id}: worker {workers.index(victim)} of {len(workers)} (pid {victim})"
+
     async def kill_jetstream_server(self, rng: random.Random) -> str:
         self._broken_jetstream = rng.choice(self._jetstream.nodes)
         await asyncio.to_thread(self._broken_jetstream.sigkill)
@@ -244,11 +272,18 @@ class SpawnedCluster:
     def stale_acknowledgements(self, answered_by: dict[str, Any]) -> list[str]:
         """Appends acknowledged by a node after another had taken its container over."""
         assert self.ownership is not None and self.network is not None
-        return self.ownership.stale_acknowledgements(answered_by, CONTAINERS, self.network.node_at)
+        network, ownership = self.network, self.ownership
+
+        def node_at(url: str) -> str | None:
+            """The node of a proxy's URL, or of a worker's own address as the map gave it."""
+            return network.node_at(url) or ownership.node_at(url)
+
+        return ownership.stale_acknowledgements(answered_by, CONTAINERS, node_at)
 
     def _held_by(self, node: StoreNode) -> list[int]:
         assert self.nodes is not None
-        return [c for c, owner in self.nodes.owners(node.url).items() if owner == node.node_id]
+        owners = self.nodes.owners(node.url).items()
+        return [c for c, owner in owners if owner is not None and node_of(owner) == node.node_id]
 
     def rss_bytes(self) -> int | None:
         return None  # a figure per node would not say which one a read was served by

@@ -17,6 +17,7 @@ import random
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -107,9 +108,11 @@ class SpawnedDeployment:
         power_loss: bool = False,
         fs_model: str = "strict",
         checkpoint_frames: int = 20,
+        workers: int = 1,
     ) -> None:
         self._own_dir = work_dir is None
         self.checkpoint_frames = checkpoint_frames
+        self.workers = workers
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="segmentstore-drill-"))
         self.tier2_kind = tier2_kind
         self.unavailable: dict[str, str] = {}
@@ -117,6 +120,10 @@ class SpawnedDeployment:
         self._lazy = LazyDisks(self.work_dir, fs_model) if power_loss else None
         if not power_loss:
             self.unavailable["power_loss"] = "the deployment was started without lazyfs"
+        if workers == 1:
+            self.unavailable["worker_kill"] = (
+                "the node runs one process (drill it with --workers 2)"
+            )
         self._tier1_disk: SmallDisk | None = None
         self._tier2_disk: SmallDisk | None = None
         self._moto: MotoTier2 | None = None
@@ -141,9 +148,8 @@ class SpawnedDeployment:
             if self._tier2_disk is None:
                 self.unavailable["tier2_outage"] = self.unavailable["tier2_full"]
             uri, options = f"file://{tier2_dir}", {}
-        self.node = SpawnedNode(
-            "node-1", data, self.work_dir, node_settings(uri, options, self.checkpoint_frames)
-        )
+        settings = node_settings(uri, options, self.checkpoint_frames)
+        self.node = SpawnedNode("node-1", data, self.work_dir, settings, self.workers)
         self.url = self.node.url
         self.node.start()
         await asyncio.to_thread(self.node.wait_listening, 120)
@@ -195,6 +201,16 @@ class SpawnedDeployment:
         await asyncio.to_thread(self.node.sigkill)
         self.node.start()
 
+    async def kill_worker(self, rng: random.Random) -> str:
+        """SIGKILL one of the node's workers; its supervisor starts it again at once."""
+        assert self.node is not None
+        workers = sorted(self.node.worker_pids())
+        if not workers:
+            return "no worker was running"
+        victim = rng.choice(workers)
+        os.kill(victim, signal.SIGKILL)
+        return f"worker {workers.index(victim)} of {len(workers)} (pid {victim})"
+
     async def kill_tearing_tail(self, rng: random.Random) -> None:
         assert self.node is not None
         await asyncio.to_thread(self.node.sigkill)
@@ -204,7 +220,7 @@ class SpawnedDeployment:
     async def lose_power(self, rng: random.Random) -> str:
         """SIGKILL, and the loss of what the node's disks had not synced; then start it."""
         assert self.node is not None and self.node.proc is not None and self._lazy is not None
-        note = await cut_power([self._lazy], [self.node.proc], rng)
+        note = await cut_power([self._lazy], [self.node.proc], rng, self.node.worker_pids())
         self.node.start()
         return note
 

@@ -20,6 +20,9 @@ the container on again within one sampling interval, so that no sample shows its
 it recovers, it shows none). Its epoch is above every epoch opened before it began to take the
 container: above every epoch seen before the last sample, answered before the append was sent,
 that showed it not holding the container. No epoch that low makes it stale.
+
+A node of several workers is one node here: it holds a container while any of its workers
+(``NODE/wI``) does, and an answer from a worker's own address is its node's.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 import httpx
 
 from segmentstore.contracts.mapping import container_of
+from segmentstore.contracts.members import node_of
 from segmentstore.drill.load import AnsweredBy
 from segmentstore.harness.store_nodes import StoreNodes
 
@@ -69,6 +73,7 @@ class OwnershipSampler:
         self.claims: dict[int, list[Claim]] = {}
         self.absences: dict[tuple[int, str], _Absences] = {}  # (container, node)
         self.samples = 0
+        self._member_nodes: dict[str, str] = {}  # a member's URL -> its node
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -94,14 +99,20 @@ class OwnershipSampler:
             view = (await client.get(f"{url}/v1/cluster")).json()
             at = time.monotonic()
             self.samples += 1
+            for member in view["nodes"]:
+                self._member_nodes[str(member["url"]).rstrip("/")] = node_of(member["id"])
             for container in view["containers"]:
                 cid = int(container["id"])
-                if container["owner"] == node:
+                if container["owner"] is not None and node_of(container["owner"]) == node:
                     epoch = container["epoch"]
                     claim = Claim(at, node, None if epoch is None else int(epoch))
                     self.claims.setdefault(cid, []).append(claim)
                 else:
                     self.absent(cid, node, asked, at)
+
+    def node_at(self, url: str) -> str | None:
+        """The node of a member at ``url`` (a worker's own address), as the map gave it."""
+        return self._member_nodes.get(url.rstrip("/"))
 
     def absent(self, container: int, node: str, asked: float, answered: float) -> None:
         """Record a sample of ``node``, asked and answered then, that did not hold it."""

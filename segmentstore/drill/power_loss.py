@@ -11,6 +11,8 @@ then show only what survived, and the node is started again on them, to recover 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import random
 import signal
 import subprocess
@@ -74,13 +76,17 @@ class LazyDisks:
 
 
 async def cut_power(
-    lazy: list[LazyDisks], processes: list[subprocess.Popen[bytes]], rng: random.Random
+    lazy: list[LazyDisks],
+    processes: list[subprocess.Popen[bytes]],
+    rng: random.Random,
+    workers: list[int] | None = None,
 ) -> str:
     """Power goes: the disks stop completing syncs for a moment drawn from ``rng`` (up to
     half a second, as a disk would in its last moments: the processes go on writing, and
     nothing they wrote since is acknowledged), then every process is SIGKILLed and every disk
     loses what it had not synced. Returns once the processes are gone; the note says what
-    was lost."""
+    was lost. ``workers``: the PIDs of the processes' workers, killed with them (each must be
+    gone before its disk forgets, or a sync it made after would acknowledge what was lost)."""
     held_s = rng.uniform(0, _MAX_HOLD_S)
     notes: list[str] = []
     try:
@@ -90,6 +96,9 @@ async def cut_power(
         for proc in processes:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
+        for pid in workers or ():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         # Only now may they be waited for: a thread in a held fsync dies when its mount goes.
         for disks in lazy:
             notes.append(await asyncio.to_thread(disks.lose_power, rng))

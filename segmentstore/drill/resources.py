@@ -3,11 +3,12 @@ sockets, and the deployment's JetStream streams and consumers, sampled through t
 each node's ``/metrics``. Anything a node creates per request or per tick and never frees
 shows here as a figure that keeps growing, long before it stops the node.
 
-A *series* is one figure of one process (a node restarted by a fault starts new ones) or, for
-JetStream, of the deployment. :func:`growing` judges a series: after its first quarter (start
-up, caches filling), its medians per quarter rise each time, and in all by more than the
-figure's allowance. A figure that grows and then levels off (a cache reaching its bound)
-passes; one that keeps climbing fails the drill.
+A *series* is one figure of one process (a node restarted by a fault starts new ones; each
+worker of a node of several is a process of its own, ``NODE/wI``, its figures labelled with
+its ``worker``) or, for JetStream, of the deployment. :func:`growing` judges a series: after
+its first quarter (start up, caches filling), its medians per quarter rise each time, and in
+all by more than the figure's allowance. A figure that grows and then levels off (a cache
+reaching its bound) passes; one that keeps climbing fails the drill.
 """
 
 from __future__ import annotations
@@ -98,14 +99,15 @@ class ResourceSampler:
                 continue  # down for a fault: its series goes on when it is back
             if answer.status_code != 200:
                 continue
-            values = parse_metrics(answer.text)
-            figures = {FIGURES[k]: v for k, v in values.items() if k in FIGURES}
-            if _START_TIME in values:
-                figures["started"] = values[_START_TIME]
-            taken.nodes[node] = figures
-            for metric, name in DEPLOYMENT_FIGURES.items():
-                if metric in values:  # every node counts the same deployment: the largest
-                    taken.deployment[name] = max(taken.deployment.get(name, 0), values[metric])
+            for worker, values in parse_processes(answer.text).items():
+                figures = {FIGURES[k]: v for k, v in values.items() if k in FIGURES}
+                if _START_TIME in values:
+                    figures["started"] = values[_START_TIME]
+                taken.nodes[node if worker is None else f"{node}/{worker}"] = figures
+                for metric, name in DEPLOYMENT_FIGURES.items():
+                    if metric in values:  # every node counts the same deployment: the largest
+                        value = max(taken.deployment.get(name, 0), values[metric])
+                        taken.deployment[name] = value
         return taken
 
     def trends(self) -> list[Trend]:
@@ -152,13 +154,27 @@ def growing(values: list[float], figure: str) -> bool:
 
 def parse_metrics(text: str) -> dict[str, float]:
     """Unlabelled samples of a Prometheus text exposition: name -> value."""
-    values: dict[str, float] = {}
+    return parse_processes(text).get(None, {})
+
+
+def parse_processes(text: str) -> dict[str | None, dict[str, float]]:
+    """The samples of a Prometheus text exposition that describe a whole process, by process:
+    ``None`` for a node of one process (unlabelled samples), else the ``worker`` label of a
+    node of several (samples whose only label it is): worker -> name -> value."""
+    found: dict[str | None, dict[str, float]] = {}
     for line in text.splitlines():
-        if not line or line.startswith("#") or "{" in line:
+        if not line or line.startswith("#"):
             continue
-        name, _, value = line.partition(" ")
+        series, _, value = line.partition(" ")
+        name, brace, labels = series.partition("{")
+        worker = None
+        if brace:
+            key, _, quoted = labels.rstrip("}").partition("=")
+            if key != "worker" or "," in quoted:
+                continue
+            worker = quoted.strip('"')
         try:
-            values[name] = float(value.split(" ")[0])
+            found.setdefault(worker, {})[name] = float(value.split(" ")[0])
         except ValueError:
             continue
-    return values
+    return found

@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from segmentstore.harness.process_tree import children_of, process_tree_cpu_s
+
 REPO = Path(__file__).resolve().parents[2]
 _RUNNING_ON = re.compile(r"(?:Uvicorn running on|listening on) (https?)://127\.0\.0\.1:(\d+)")
 
@@ -38,7 +40,8 @@ def child_environment(
 
 class ServedStore:
     """One ``segmentstore serve`` process over ``data_dir``; ``settings`` become
-    ``SEGMENTSTORE_<SECTION>__<KEY>`` variables and ``args`` more flags of ``serve``.
+    ``SEGMENTSTORE_<SECTION>__<KEY>`` variables and ``args`` more flags of ``serve``. It runs
+    ``workers`` worker processes (1: one process, whatever the machine's CPUs).
 
     ``environ`` is the environment it starts from, less its segment store settings.
     :meth:`launch` starts a server from a command line and environment given whole (a pod's,
@@ -53,10 +56,12 @@ class ServedStore:
         args: list[str] | None = None,
         *,
         environ: Mapping[str, str],
+        workers: int = 1,
     ) -> None:
         env = child_environment(environ, settings)
         command = [sys.executable, "-m", "segmentstore.cli", "serve", "--data-dir", str(data_dir)]
-        command += ["--host", "127.0.0.1", "--port", "0", *(args or [])]
+        command += ["--host", "127.0.0.1", "--port", "0", "--workers", str(workers)]
+        command += args or []
         self._start(command, env, REPO, log_path)
 
     @classmethod
@@ -134,14 +139,15 @@ class ServedStore:
         raise RuntimeError(f"the server was not ready in {timeout_s} s:\n{self.log()}")
 
     def cpu_s(self) -> float:
-        """CPU seconds (user and system, every thread) the server has used so far; NaN where
-        there is no ``/proc``."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return float("nan")
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU seconds (user and system, every thread) the server has used so far, with its
+        worker processes' (those that run, and those that ended); NaN where there is no
+        ``/proc``."""
+        return process_tree_cpu_s(self.proc.pid)
+
+    def worker_pids(self) -> list[int]:
+        """The server's worker processes (``serve --workers N``: the supervisor's children),
+        as they are now."""
+        return children_of(self.proc.pid)
 
     def sigkill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

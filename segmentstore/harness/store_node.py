@@ -17,12 +17,23 @@ from typing import Any
 
 import httpx
 
+from segmentstore.harness.process_tree import alive, children_of
 from segmentstore.loopback import free_port
 
 
 class SpawnedNode:
-    def __init__(self, name: str, data_dir: Path, work_dir: Path, settings: dict[str, Any]) -> None:
+    """``workers``: the node's worker processes (``serve --workers``); 1, one process."""
+
+    def __init__(
+        self,
+        name: str,
+        data_dir: Path,
+        work_dir: Path,
+        settings: dict[str, Any],
+        workers: int = 1,
+    ) -> None:
         self.name = name
+        self.workers = workers
         self.data_dir = data_dir
         self.port = free_port()
         self.config = work_dir / f"{name}.yaml"
@@ -41,6 +52,7 @@ class SpawnedNode:
                     sys.executable, "-m", "segmentstore.cli", "serve",
                     "--config", str(self.config), "--data-dir", str(self.data_dir),
                     "--host", "127.0.0.1", "--port", str(self.port),
+                    "--workers", str(self.workers),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -62,9 +74,21 @@ class SpawnedNode:
         raise RuntimeError(f"node {self.name} did not answer in {timeout_s} s:\n{self.log_tail()}")
 
     def sigkill(self) -> None:
+        """SIGKILL the node; returns once its workers are gone too (the kernel kills them
+        with their supervisor)."""
         if self.proc is not None and self.proc.poll() is None:
+            workers = self.worker_pids()
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=30)
+            deadline = time.monotonic() + 30
+            while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+                time.sleep(0.005)
+
+    def worker_pids(self) -> list[int]:
+        """The node's worker processes now (none for a node of one process)."""
+        if self.proc is None or self.proc.poll() is not None or self.workers == 1:
+            return []
+        return children_of(self.proc.pid)
 
     def stop(self, timeout_s: float = 30) -> None:
         """SIGTERM, then SIGKILL if it has not ended in ``timeout_s``."""

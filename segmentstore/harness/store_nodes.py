@@ -15,6 +15,8 @@ from pathlib import Path
 
 import httpx
 
+from segmentstore.contracts.members import node_of
+from segmentstore.harness.process_tree import alive, children_of, signal_tree
 from segmentstore.loopback import free_port
 
 
@@ -50,20 +52,32 @@ class StoreNode:
             )
 
     def sigkill(self) -> None:
+        """SIGKILL the node; returns once its workers (if it has several) are gone too."""
         if self.proc is not None and self.proc.poll() is None:
+            workers = children_of(self.proc.pid)
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(30)
+            deadline = time.monotonic() + 30
+            while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+                time.sleep(0.005)
+
+    def worker_pids(self) -> list[int]:
+        """The node's worker processes now (none for a node of one process)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        return children_of(self.proc.pid)
 
     def pause(self) -> None:
-        """SIGSTOP: the node keeps its sockets and memory but does nothing, as a node in a
-        long garbage collection or on a frozen VM would; its leases run out meanwhile."""
+        """SIGSTOP: the node (with every worker of it) keeps its sockets and memory but does
+        nothing, as a node in a long garbage collection or on a frozen VM would; its leases
+        run out meanwhile."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGSTOP)
+            signal_tree(self.proc.pid, signal.SIGSTOP)
             self.paused = True
 
     def resume(self) -> None:
         if self.proc is not None and self.paused:
-            self.proc.send_signal(signal.SIGCONT)
+            signal_tree(self.proc.pid, signal.SIGCONT)
         self.paused = False
 
     def stop(self, timeout_s: float = 30) -> None:
@@ -90,14 +104,17 @@ class StoreNodes:
         containers: int,
         parent_env: Mapping[str, str],
         env: dict[str, str] | None = None,
+        workers: int = 1,
     ) -> None:
         """``parent_env`` is the caller's environment (the composition root's to read): the
-        nodes get it without its ``SEGMENTSTORE_`` settings, plus ``env``."""
+        nodes get it without its ``SEGMENTSTORE_`` settings, plus ``env``. Each node runs
+        ``workers`` worker processes, each a member of its own."""
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.args = [
             "--tier1", "jetstream", "--nats", ",".join(nats), "--tier2", tier2_uri,
             "--containers", str(containers), "--cluster", "--log-level", "info",
+            "--workers", str(workers),
         ]  # fmt: skip
         self.env = {
             "SEGMENTSTORE_TIER1__JETSTREAM__STREAM_PREFIX": prefix,
@@ -155,8 +172,9 @@ class StoreNodes:
 def unsettled(nodes: Mapping[str, str]) -> str | None:
     """Why the cluster of the live ``nodes`` (id -> URL) has not settled yet, or None once it
     has: every node ready, and every node seeing the same map, in which the live nodes are all
-    the nodes, every container is held by one of them, and their shares differ by at most one
-    (a node that rejoined has got its containers back)."""
+    the nodes, every container is held by one of their members, and the members' shares
+    differ by at most one (a node that rejoined has got its containers back). A node of
+    several workers is a member per worker (``NODE/wI``)."""
     live = set(nodes)
     maps: list[dict[int, str | None]] = []
     try:
@@ -164,12 +182,13 @@ def unsettled(nodes: Mapping[str, str]) -> str | None:
             if httpx.get(f"{url}/readyz", timeout=5).status_code != 200:
                 return f"{node_id} is not ready"
             view = httpx.get(f"{url}/v1/cluster", timeout=5).json()
-            if {n["id"] for n in view["nodes"]} != live:
-                return f"{node_id} sees the nodes {[n['id'] for n in view['nodes']]}"
+            members = {n["id"] for n in view["nodes"]}
+            if {node_of(m) for m in members} != live:
+                return f"{node_id} sees the nodes {sorted(members)}"
             owners = {c["id"]: c["owner"] for c in view["containers"]}
-            if any(owner not in live for owner in owners.values()):
+            if any(owner not in members for owner in owners.values()):
                 return f"{node_id} sees owners {owners}"
-            shares = [list(owners.values()).count(n) for n in live]
+            shares = [list(owners.values()).count(m) for m in members]
             if max(shares) - min(shares) > 1:
                 return f"{node_id} sees shares {shares}"
             maps.append(owners)

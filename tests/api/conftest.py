@@ -2,6 +2,8 @@
 
 The server runs in a thread with its own event loop; the store is started and closed in the
 app's lifespan, exactly as ``segmentstore serve`` does it. Tests talk to it with httpx only.
+The same tests run against a cluster of three nodes and against one node of two worker
+processes (``segmentstore serve --workers 2``).
 Every answer passes :func:`_check_answer`: no 5xx other than the documented 503/507, and
 every error in the one JSON shape with no traceback.
 """
@@ -27,6 +29,7 @@ from store_cluster import StoreCluster
 
 from segmentstore import SegmentStore
 from segmentstore.api.server import server_config, serving_app
+from segmentstore.harness.served_store import ServedStore
 
 MiB = 1 << 20
 # Small enough that a test store is cheap; large enough for one maximal (8 MiB) append.
@@ -126,12 +129,47 @@ def api_cluster(shared_store_cluster: StoreCluster) -> LiveCluster:
     return LiveCluster(shared_store_cluster.urls)
 
 
+@dataclass
+class LiveWorkers:
+    """One node of two worker processes: each request goes to the node's port or to a
+    worker's own address, picked at random, so that both the connections handed from worker
+    to worker and the requests forwarded between them are used."""
+
+    node: ServedStore
+    urls: list[str]  # the node's, then each worker's own
+    store: None = None  # behind the API of three processes: tests that need it say so
+
+    @property
+    def url(self) -> str:
+        return self.urls[0]
+
+    def client(self, token: str | None = None, **options: Any) -> httpx.Client:
+        return checked_client(self.url, token, transport=_AnyNode(self.urls), **options)
+
+
+def start_workers(data_dir: Path, log: Path) -> LiveWorkers:
+    settings = {"SEGMENTSTORE_CACHE__MAX_BYTES": str(64 * MiB)}
+    node = ServedStore(data_dir, log, settings, ["--containers", "4"], environ={}, workers=2)
+    try:
+        node.wait_ready(60)
+        workers = httpx.get(f"{node.url}/v1/cluster", timeout=10).json()["nodes"]
+    except BaseException:
+        node.stop()
+        raise
+    assert len(workers) == 2, workers
+    return LiveWorkers(node, [node.url, *(w["url"] for w in workers)])
+
+
+LIVE_KINDS = ("one-node", "cluster", "workers")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """The HTTP tests run against one node and against a cluster of three, except in modules
-    that look at one process's insides (``ONE_NODE_ONLY = True``: metrics, fuzzing)."""
+    """The HTTP tests run against one node, a cluster of three and a node of two workers,
+    except in modules that say otherwise (``LIVE_KINDS``: the metrics and the fuzzer, which
+    read one node's counters and one OpenAPI document, run on a node of one process and on
+    one of two workers)."""
     if "live" in metafunc.fixturenames:
-        one_node_only = getattr(metafunc.module, "ONE_NODE_ONLY", False)
-        kinds = ["one-node"] if one_node_only else ["one-node", "cluster"]
+        kinds = getattr(metafunc.module, "LIVE_KINDS", LIVE_KINDS)
         metafunc.parametrize("live", kinds, indirect=True, scope="module")
 
 
@@ -140,11 +178,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="module")
 def live(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveServer | LiveCluster]:
+) -> Iterator[LiveServer | LiveCluster | LiveWorkers]:
     if request.param == "cluster":
         yield request.getfixturevalue("api_cluster")
         return
+    if request.param == "workers":
+        root = tmp_path_factory.mktemp("workers")
+        workers = start_workers(root / "data", root / "node.log")
+        yield workers
+        assert workers.node.stop() in (0, -15), workers.node.log()
+        return
     server = start_server(tmp_path_factory.mktemp("open") / "data")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A node in this process, for the tests that reach behind its API (whatever ``live``)."""
+    server = start_server(tmp_path_factory.mktemp("one-process") / "data")
     yield server
     server.stop()
 

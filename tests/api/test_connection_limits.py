@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from raw_http import answer, head
+from raw_http import answer, connect_from, head
 
 from segmentstore.harness.served_store import REPO, ServedStore, child_environment
 
@@ -75,18 +75,10 @@ def few_descriptors(tmp_path: Path) -> Iterator[ServedStore]:
         "SEGMENTSTORE_API__MAX_CONNECTIONS_PER_CLIENT": "300",
     }
     serve = [sys.executable, "-m", "segmentstore.cli", "serve", "--data-dir", str(tmp_path)]
-    serve += ["--host", "127.0.0.1", "--port", "0"]
+    serve += ["--host", "127.0.0.1", "--port", "0", "--workers", "1"]
     command = ["sh", "-c", f'ulimit -n {DESCRIPTORS} && exec "$0" "$@"', *serve]
     env = child_environment(os.environ, settings)
     yield from with_a_segment(ServedStore.launch(command, env, REPO, tmp_path / "serve.log"))
-
-
-def connect_from(address: str, port: int) -> socket.socket:
-    sock = socket.socket()
-    sock.bind((address, 0))
-    sock.settimeout(30)
-    sock.connect(("127.0.0.1", port))
-    return sock
 
 
 def a_head_of(size: int) -> bytes:

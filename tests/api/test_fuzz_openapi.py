@@ -27,8 +27,8 @@ from segmentstore.contracts.errors import leaf_error_classes
 
 from .conftest import LiveServer, frame
 
-# One process's counters and one OpenAPI document: not run against a cluster.
-ONE_NODE_ONLY = True
+# One node's counters and one OpenAPI document: not run against a cluster.
+LIVE_KINDS = ("one-node", "workers")
 
 EXAMPLES_PER_CASE = 50
 # A generated tail read could wait the whole 60 s the API allows; the fuzzer's budget cannot.

@@ -62,6 +62,8 @@ def test_restart_recovers_in_place_with_a_higher_epoch(http: httpx.Client, segme
         ("x", 400, "invalid_argument"),
         ("1_0", 400, "invalid_argument"),
         ("+1", 400, "invalid_argument"),
+        ("%C2%B2", 400, "invalid_argument"),  # "²": a digit to str.isdigit, not to int
+        ("%D9%A3", 400, "invalid_argument"),  # an Arabic-Indic 3: int() takes it
         ("", 404, "not_found"),  # no container id: no such route
     ],
 )

@@ -13,8 +13,8 @@ from prometheus_client.samples import Sample
 
 from segmentstore.api.metrics import CONTENT_TYPE, UNMATCHED_ROUTE
 
-# One process's counters and one OpenAPI document: not run against a cluster.
-ONE_NODE_ONLY = True
+# One node's counters and one OpenAPI document: not run against a cluster.
+LIVE_KINDS = ("one-node", "workers")
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -27,8 +27,9 @@ NEW_HISTOGRAMS = (
 
 
 def scrape(http: httpx.Client) -> tuple[dict[str, str], list[Sample]]:
-    """Every family's type and every sample, as Prometheus' own parser reads them."""
-    r = http.get("/metrics")
+    """Every family's type and every sample, as Prometheus' own parser reads them, from the
+    node's port (where a node of several workers answers for them all)."""
+    r = httpx.get(http.base_url.join("/metrics"), timeout=30)
     assert r.status_code == 200
     assert r.headers["Content-Type"] == CONTENT_TYPE
     types, samples = {}, []
@@ -39,7 +40,18 @@ def scrape(http: httpx.Client) -> tuple[dict[str, str], list[Sample]]:
 
 
 def by_key(samples: list[Sample]) -> Samples:
-    return {(s.name, frozenset(s.labels.items())): s.value for s in samples}
+    """Each series' value, summed over the workers of a node of several (each labels its own
+    with ``worker``)."""
+    values: Samples = {}
+    for s in samples:
+        key = (s.name, frozenset((k, v) for k, v in s.labels.items() if k != "worker"))
+        values[key] = values.get(key, 0.0) + s.value
+    return values
+
+
+def workers_of(samples: list[Sample]) -> int:
+    """How many processes answered (a node of one process labels nothing)."""
+    return len({s.labels.get("worker") for s in samples})
 
 
 def routes_seen(samples: list[Sample]) -> set[str]:
@@ -133,7 +145,8 @@ def test_appends_and_store_figures(http: httpx.Client, segment: str) -> None:
             assert (f"segmentstore_container_{name}", frozenset({("container", str(c))})) in values
     for name in ("used_bytes", "max_bytes", "evictions_total"):
         assert (f"segmentstore_cache_{name}", frozenset()) in values
-    assert values[("segmentstore_node_ready", frozenset())] == 1
+    workers = workers_of(after)
+    assert values[("segmentstore_node_ready", frozenset())] == workers  # each says the node's
     # The test server keeps Tier 1 and Tier 2 on the local disk.
     for tier in ("tier1", "tier2"):
         labels = frozenset({("tier", tier)})
@@ -167,31 +180,48 @@ def test_refusals_before_routing_carry_the_route(secured: Any) -> None:
     assert (UNMATCHED_ROUTE, "404") in statuses
 
 
+def internal_errors(url: str) -> dict[tuple[str, str, str], float]:
+    """(worker, method, route) -> the answers that were bugs (worker: "" on a node of one
+    process)."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return {
+        (s.labels.get("worker", ""), s.labels["method"], s.labels["route"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "segmentstore_http_internal_errors_total"
+    }
+
+
+def test_every_routes_internal_errors_are_exported_from_the_start(live: Any) -> None:
+    """Every route's internal-error series is there from the start at zero, in every worker of
+    a node of several, so that the alert's increase() counts the first 500 (a series that
+    begins at 1 shows none)."""
+    errors = internal_errors(live.url)
+    workers = {worker for worker, _, _ in errors}
+    assert workers == ({""} if live.store is not None else {"w0", "w1"})
+    for worker in workers:
+        assert app_routes(live) <= {route for w, _, route in errors if w == worker}
+        assert errors[(worker, "POST", "/v1/segments/{name}:append")] == 0
+        assert errors[(worker, "GET", "/v1/segments/{name}:attributes")] == 0
+
+
 def test_an_answer_that_is_a_bug_is_counted_from_zero(
-    live: Any, http: httpx.Client, segment: str, monkeypatch: pytest.MonkeyPatch
+    one_process: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every route's internal-error series is there from the start at zero, so that the
-    alert's increase() counts the first 500 (a series that begins at 1 shows none)."""
-
-    def errors() -> dict[tuple[str, str], float]:
-        _, samples = scrape(http)
-        return {
-            (s.labels["method"], s.labels["route"]): s.value
-            for s in samples
-            if s.name == "segmentstore_http_internal_errors_total"
-        }
-
-    before = errors()
-    assert app_routes(live) <= {route for _, route in before}
-    assert before[("POST", "/v1/segments/{name}:append")] == 0
-    assert before[("GET", "/v1/segments/{name}:attributes")] == 0
+    node = one_process
+    with node.client() as http:
+        assert http.put("/v1/segments/metrics/bug/0").status_code == 201
+    before = internal_errors(node.url)
+    assert before[("", "GET", "/v1/segments/{name}:attributes")] == 0
 
     def a_bug(*_: object, **__: object) -> None:
         raise RuntimeError("a bug on the way")
 
-    monkeypatch.setattr(live.store, "get_attributes", a_bug)
-    with httpx.Client(base_url=live.url, timeout=30) as unchecked:
-        assert unchecked.get(f"/v1/segments/{segment}:attributes").status_code == 500
-    after = errors()
-    assert after[("GET", "/v1/segments/{name}:attributes")] == 1
-    assert {k: v for k, v in after.items() if v} == {("GET", "/v1/segments/{name}:attributes"): 1}
+    monkeypatch.setattr(node.store, "get_attributes", a_bug)
+    with httpx.Client(base_url=node.url, timeout=30) as unchecked:
+        assert unchecked.get("/v1/segments/metrics/bug/0:attributes").status_code == 500
+    after = internal_errors(node.url)
+    assert after[("", "GET", "/v1/segments/{name}:attributes")] == 1
+    assert {k: v for k, v in after.items() if v} == {
+        ("", "GET", "/v1/segments/{name}:attributes"): 1
+    }

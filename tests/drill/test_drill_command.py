@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -40,6 +41,29 @@ def test_a_short_drill_heals_every_fault_and_loses_nothing(tmp_path: Path) -> No
     if "tier1_full" in kinds:
         full = next(f for f in report["faults"] if f["kind"] == "tier1_full")
         assert "reads failed 0/" in full["note"], full
+
+
+@pytest.mark.integration
+def test_a_short_drill_of_a_node_of_two_workers_loses_nothing(tmp_path: Path) -> None:
+    """``--workers 2``: a worker SIGKILLed is started again by its supervisor while the other
+    serves on; the whole node SIGKILLed (its workers with it) and a torn tail recover as on a
+    node of one process."""
+    report_path = tmp_path / "drill.json"
+    done = run_drill(
+        "--spawn", "--workers", "2", "--duration", "6", "--seed", "7",
+        "--faults", "worker_kill,kill,torn_tail", "--pause-s", "0.5", "1",
+        "--segments", "8", "--writers", "8", "--readers", "1",
+        "--max-recovery-s", "60", "--json", str(report_path),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    report = json.loads(report_path.read_text())
+    assert {f["kind"] for f in report["faults"]} == {"worker_kill", "kill", "torn_tail"}
+    assert all(f["recovery_s"] is not None for f in report["faults"])
+    worker_kills = [f for f in report["faults"] if f["kind"] == "worker_kill"]
+    assert all(re.search(r"worker [01] of 2 \(pid \d+\)", f["note"]) for f in worker_kills)
+    assert report["acknowledged"] > 0 and report["verified"] == report["acknowledged"]
+    assert report["lost"] == report["torn"] == report["duplicated"] == 0
+    assert report["exactly_once_failures"] == 0 and report["passed"] is True
 
 
 def _descendants(pid: int) -> set[int]:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from segmentstore.drill.resources import growing, parse_metrics
+from segmentstore.drill.resources import growing, parse_metrics, parse_processes
 
 
 def test_a_leak_keeps_growing() -> None:
@@ -45,3 +45,17 @@ segmentstore_requests_total{route="/v1"} 5
 process_resident_memory_bytes 1.2e+08
 """
     assert parse_metrics(text) == {"process_open_fds": 42.0, "process_resident_memory_bytes": 1.2e8}
+
+
+def test_each_worker_of_a_node_is_a_process_of_its_own() -> None:
+    text = """# TYPE process_open_fds gauge
+process_open_fds{worker="w0"} 42.0
+process_open_fds{worker="w1"} 40.0
+segmentstore_requests_total{route="/v1",worker="w0"} 5
+process_resident_memory_bytes{worker="w1"} 1.2e+08
+"""
+    assert parse_processes(text) == {
+        "w0": {"process_open_fds": 42.0},
+        "w1": {"process_open_fds": 40.0, "process_resident_memory_bytes": 1.2e8},
+    }
+    assert parse_metrics(text) == {}

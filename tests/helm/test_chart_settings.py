@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
-from helm_chart import CHART, render
+from helm_chart import CHART, render, resource_field
 from helm_settings_schema import (
     SECRET_FILES,
     SECRET_SETTINGS,
@@ -27,6 +28,7 @@ DEPLOYMENT_DEFAULTS = {
     "store.data_dir": "/var/lib/segmentstore",  # the data volume's mount
     "api.host": "0.0.0.0",  # the Services reach the pod on its own address
     "tier1.jetstream.servers": ["nats://nats:4222"],  # the official chart, as release "nats"
+    "node.worker_base_port": 9100,  # ports a NetworkPolicy can name (the kernel's would not be)
 }
 ENV_PREFIX = "SEGMENTSTORE_"
 # Every secret the chart can take, so that each one's variable is rendered.
@@ -45,6 +47,8 @@ IN_A_CLUSTER = {
 # Settings of a cluster's pod that the chart sets in the environment, from the pod's name or
 # the mounted cluster secret.
 POD_SETTINGS = {"cluster.node_id", "cluster.advertise_url", "cluster.secret_file"}
+# ... and of every pod, from its container's CPU limit unless the values set it.
+FROM_CPU_LIMIT = {"node.workers"}
 
 
 def _names(config: dict[str, Any], prefix: str = "") -> set[str]:
@@ -78,7 +82,7 @@ def test_every_setting_is_a_chart_value_and_every_chart_value_a_setting() -> Non
     in_config = _names(rendered.config_file())
     from_env = _settings_from_env(rendered.container())
     assert in_config.isdisjoint(SECRETS), "a secret would be in the ConfigMap"
-    assert from_env == set(SECRET_SETTINGS) | POD_SETTINGS
+    assert from_env == set(SECRET_SETTINGS) | POD_SETTINGS | FROM_CPU_LIMIT
     # A secret passed as a file: the file's setting is in the environment, the secret nowhere.
     assert set(SECRET_FILES.values()) <= from_env and from_env.isdisjoint(SECRET_FILES)
     passed = in_config | from_env | set(SECRET_FILES)
@@ -106,6 +110,7 @@ def test_the_rendered_file_is_what_print_config_prints(tmp_path: Path) -> None:
     config_file = tmp_path / "segmentstore.yaml"
     config_file.write_text(yaml.safe_dump(rendered.config_file()))
     env = {v["name"]: "s" for v in rendered.container()["env"] if "valueFrom" in v}
+    env["SEGMENTSTORE_NODE__WORKERS"] = "3"  # as the kubelet passes a CPU limit of 2.5
     env["SEGMENTSTORE_AUTH__TOKENS"] = "{}"
     serve = [sys.executable, "-m", "segmentstore.cli", "serve"]
     answer = subprocess.run(
@@ -126,6 +131,7 @@ def test_the_rendered_file_is_what_print_config_prints(tmp_path: Path) -> None:
     # directory under its data directory.
     assert expected["tier2"]["uri"] == ""
     expected["tier2"]["uri"] = f"file://{expected['store']['data_dir']}/tier2"
+    expected["node"]["workers"] = 3
     assert {s: k for s, k in printed.items() if k} == expected
 
 
@@ -173,3 +179,33 @@ def test_with_tls_the_probes_speak_https() -> None:
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"]["scheme"] == "HTTPS", probe
     assert "scheme" not in render().container()["readinessProbe"]["httpGet"]
+
+
+@pytest.mark.parametrize(("limits", "workers"), [({"cpu": "2500m"}, "3"), ({"cpu": "4"}, "4")])
+def test_a_pod_runs_a_worker_per_core_of_its_cpu_limit(
+    tmp_path: Path, limits: dict[str, str], workers: str
+) -> None:
+    values = tmp_path / "limits.yaml"
+    values.write_text(yaml.safe_dump({"resources": {"limits": limits}}))
+    rendered = render(values)
+    container = rendered.container()
+    (variable,) = [v for v in container["env"] if v["name"] == "SEGMENTSTORE_NODE__WORKERS"]
+    assert variable["valueFrom"]["resourceFieldRef"] == {
+        "containerName": container["name"],
+        "resource": "limits.cpu",
+        "divisor": "1",
+    }
+    assert resource_field(rendered, variable["valueFrom"]["resourceFieldRef"]) == workers
+    # Set in the values, the count is the file's, and nothing in the environment overrides it.
+    chosen = render(config__node__workers="2")
+    assert chosen.config_file()["node"]["workers"] == 2
+    assert "SEGMENTSTORE_NODE__WORKERS" not in {v["name"] for v in chosen.container()["env"]}
+
+
+def test_the_network_policy_admits_each_worker_s_own_port() -> None:
+    policy = render(networkPolicy__enabled="true").one("NetworkPolicy")
+    (rule,) = policy["spec"]["ingress"]
+    assert {"port": 9100, "endPort": 9355, "protocol": "TCP"} in rule["ports"]
+    kernel_chosen = render(networkPolicy__enabled="true", config__node__worker_base_port="0")
+    (rule,) = kernel_chosen.one("NetworkPolicy")["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]

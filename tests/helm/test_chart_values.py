@@ -171,7 +171,10 @@ def test_optional_resources_appear_only_when_enabled() -> None:
     assert selected == ["demo-segmentstore-headless"]
     policy = render(CHART / "ci" / "auth-on.yaml").one("NetworkPolicy")
     (rule,) = policy["spec"]["ingress"]
-    assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]
+    assert rule["ports"] == [
+        {"port": 9090, "protocol": "TCP"},
+        {"port": 9100, "endPort": 9355, "protocol": "TCP"},  # the workers' own
+    ]
     assert {"demo-segmentstore-client": "true"} in [
         source["podSelector"]["matchLabels"] for source in rule["from"]
     ]

@@ -80,6 +80,9 @@ def _start(
         namespace=NAMESPACE,
         config__api__host="127.0.0.1",
         config__api__port=str(port),
+        # One process a pod, so that the members are the pods this test scales (a cluster of
+        # nodes of several workers is the drill's, tests/drill/test_drill_cluster.py).
+        config__node__workers="1",
     )
     secrets.setdefault(CLUSTER_SECRET[0], rendered.secret(CLUSTER_SECRET[0]))
     name = f"demo-segmentstore-{ordinal}"

@@ -24,7 +24,13 @@ pytestmark = [pytest.mark.integration]
 
 BUCKET = "pod-tier2"
 # The pod's network namespace is played by loopback (start_pod's docstring).
-ON_LOOPBACK = {"config__api__host": "127.0.0.1", "config__api__port": "0"}
+# Pods here share this machine's loopback, where Kubernetes gives each its own address: the
+# kernel chooses the API's and the workers' ports.
+ON_LOOPBACK = {
+    "config__api__host": "127.0.0.1",
+    "config__api__port": "0",
+    "config__node__worker_base_port": "0",
+}
 
 
 def test_the_single_node_pod_serves_and_keeps_its_data_on_its_volume(tmp_path: Path) -> None:

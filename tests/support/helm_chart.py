@@ -15,6 +15,7 @@ up front, a free ``config.api.port``), and the cluster DNS by a table of names -
 from __future__ import annotations
 
 import base64
+import math
 import os
 import re
 import shutil
@@ -219,6 +220,8 @@ def _env_value(
     source = variable["valueFrom"]
     if "fieldRef" in source:
         return downward[source["fieldRef"]["fieldPath"]]
+    if "resourceFieldRef" in source:
+        return resource_field(rendered, source["resourceFieldRef"])
     reference = source["secretKeyRef"]
     if reference["name"] in secrets:
         data = secrets[reference["name"]]
@@ -227,6 +230,20 @@ def _env_value(
     if reference["key"] not in data and reference.get("optional"):
         return None
     return data[reference["key"]]
+
+
+def resource_field(rendered: Rendered, reference: dict[str, Any]) -> str:
+    """A container's CPU limit as the kubelet passes it: rounded up in units of the divisor;
+    with no limit, the node's CPUs (here, this machine's)."""
+    assert reference["resource"] == "limits.cpu", reference
+    limit = rendered.container().get("resources", {}).get("limits", {}).get("cpu")
+    cores = (os.cpu_count() or 1) if limit is None else _cpu_cores(str(limit))
+    return str(math.ceil(cores / _cpu_cores(str(reference.get("divisor", "1")))))
+
+
+def _cpu_cores(quantity: str) -> float:
+    """A Kubernetes CPU quantity (``2``, ``1.5``, ``500m``) in cores."""
+    return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
 
 
 # $(NAME) is replaced by an earlier variable's value; $$ is a literal $; anything else stays.

@@ -33,6 +33,7 @@ UNITS = {
     "segmentstore.writer": "writer",
     "segmentstore.containers": "containers",
     "segmentstore.cluster": "cluster",
+    "segmentstore.workers": "workers",
     "segmentstore.store": "store",
     "segmentstore.config": "config",
     "segmentstore.api": "api",
@@ -66,7 +67,10 @@ ALLOWED = {
     "config": {"vocabulary", *SHARED},
     # a cluster node's membership: the store's containers and the leases beside Tier 1
     "cluster": {"vocabulary", *SHARED, "store", "containers", "tier1"},
-    "api": {"vocabulary", *SHARED, "store", "containers", "cluster"},
+    # a node's workers: the supervisor, their shares and board, and the ownership of a single
+    # node's containers by its workers, which routing asks as it asks a cluster's membership
+    "workers": {"vocabulary", *SHARED, "store", "containers", "cluster"},
+    "api": {"vocabulary", *SHARED, "store", "containers", "cluster", "workers"},
     "jobs": {"tier2"},
     # the client speaks the contract and nothing else of the server: a client-only install
     # has no server code (test_client_package proves no backend loads)
@@ -102,12 +106,13 @@ ALLOWED = {
         "api",
         "jobs",
         "cluster",
+        "workers",
     },
 }
 PACKAGE_SURFACE = {"vocabulary", *SHARED, "store"}  # what segmentstore/__init__ re-exports
 # the composition root imports these only inside functions, so that `segmentstore tier2 cat`
 # never loads FastAPI or Spark
-LAZY_FOR_CLI = {"api", "jobs", "bench", "store", "drill", "cluster"}
+LAZY_FOR_CLI = {"api", "jobs", "bench", "store", "drill", "cluster", "workers"}
 # third-party package -> the only units that may import it
 FRAMEWORKS = {
     "fastapi": {"api", "bench"},

@@ -15,6 +15,16 @@ def connect(url: str, timeout_s: float = 30) -> socket.socket:
     return sock
 
 
+def connect_from(address: str, port: int) -> socket.socket:
+    """A connection to 127.0.0.1:``port`` from loopback address ``address`` (a client of its
+    own, as a node's caps per address see it)."""
+    sock = socket.socket()
+    sock.bind((address, 0))
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
 def head(method: str, path: str, headers: dict[str, str]) -> bytes:
     lines = [f"{method} {path} HTTP/1.1", "Host: test", *(f"{k}: {v}" for k, v in headers.items())]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()

@@ -24,6 +24,7 @@ from segmentstore.drill.faults.processes import (
     Kill,
     PowerLoss,
     TornTail,
+    WorkerKill,
 )
 from segmentstore.drill.faults.storage import Tier1Full, Tier2Full, Tier2Outage
 
@@ -31,6 +32,7 @@ FAULTS: dict[str, type[Fault]] = {
     cls.kind: cls
     for cls in (
         Kill,
+        WorkerKill,
         ContainerRestart,
         Tier2Outage,
         Tier2Full,

@@ -1,4 +1,5 @@
-"""Faults of processes: a node killed, its Tier 1 tail torn, a container restarted, power lost."""
+"""Faults of processes: a node killed, one of its workers killed, its Tier 1 tail torn, a
+container restarted, power lost."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ from segmentstore.drill.faults.fault import Fault, HealsByItself
 class Kills(Protocol):
     async def kill(self, rng: random.Random) -> None:
         """SIGKILL the node (or one of them) and have it come back."""
+
+
+@runtime_checkable
+class KillsWorkers(Protocol):
+    async def kill_worker(self, rng: random.Random) -> str:
+        """SIGKILL one worker of a node of several (its supervisor starts it again); which."""
 
 
 @runtime_checkable
@@ -58,6 +65,20 @@ class Kill(Fault):
         if self.context.cluster is not None:
             return await self.context.broken_and_mended(self.inject, self.heal)
         return await self.context.healing_by_itself(self.inject)
+
+
+class WorkerKill(HealsByItself):
+    kind = "worker_kill"
+    description = (
+        "one worker process of a node of several (serve --workers N) is SIGKILLed; its"
+        " supervisor starts it again at once while the other workers serve on"
+    )
+    shapes = frozenset({"node", "cluster"})
+
+    async def inject(self) -> str:
+        deployment = self.deployment
+        assert isinstance(deployment, KillsWorkers), self.kind
+        return await deployment.kill_worker(self.context.rng)
 
 
 class TornTail(HealsByItself):
