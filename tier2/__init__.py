@@ -33,6 +33,7 @@ from segmentstore.tier2.file_storage import FileChunkStorage
 from segmentstore.tier2.layout import chunk_key, manifest_key, segment_key, time_index_key
 from segmentstore.tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest
 from segmentstore.tier2.segment_reader import SegmentReader, UnreadableManifest
+from segmentstore.tier2.segment_state import SegmentState
 from segmentstore.tier2.time_index import TimeIndexEntry, read_time_index
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ __all__ = [
     "S3ChunkStorage",
     "SegmentManifest",
     "SegmentReader",
+    "SegmentState",
     "Tier2ClosedError",
     "Tier2Error",
     "Tier2IOError",

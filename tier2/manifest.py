@@ -21,8 +21,9 @@ from typing import Any, NoReturn
 from segmentstore.tier2.chunk_storage import ChunkStorage, check_key
 from segmentstore.tier2.errors import FencedError, InvalidManifestError, ManifestConflictError
 from segmentstore.tier2.layout import manifest_key
+from segmentstore.tier2.segment_state import SegmentState
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _FIELDS = {
     "format_version",
     "name",
@@ -33,6 +34,7 @@ _FIELDS = {
     "storage_length",
     "sealed",
     "chunks",
+    "state",
 }
 _CHUNK_FIELDS = {"key", "start_offset", "length"}
 
@@ -71,7 +73,16 @@ class SegmentManifest:
     # Which incarnation of the name this is (names can be deleted and created again): a late
     # cleanup of an older incarnation must recognise and spare a newer one's objects.
     segment_id: int = 0
+    # The rest of the segment's state as of this save (None: the manifest keeps only bytes):
+    # what the service loads a segment back from after evicting it.
+    state: SegmentState | None = None
     format_version: int = FORMAT_VERSION
+
+    @property
+    def complete(self) -> bool:
+        """Whether the segment can be served again from this manifest alone: it keeps the
+        segment's state, and every byte of the segment is in Tier 2."""
+        return self.state is not None and self.state.length == self.storage_length
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -90,6 +101,7 @@ class SegmentManifest:
                 {"key": c.key, "start_offset": c.start_offset, "length": c.length}
                 for c in self.chunks
             ],
+            "state": None if self.state is None else self.state.to_document(),
         }
         return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
@@ -115,6 +127,7 @@ class SegmentManifest:
             owner_epoch=document["owner_epoch"],
             version=document["version"],
             segment_id=document["segment_id"],
+            state=None if document["state"] is None else SegmentState.from_document(document["state"]),
             format_version=document["format_version"],
         )
 
@@ -227,6 +240,10 @@ def _validate(m: SegmentManifest) -> None:
         value = getattr(m, field)
         if type(value) is not int or value < 0:
             fail(f"{field} must be a non-negative integer, not {value!r}")
+    if m.state is not None and not isinstance(m.state, SegmentState):
+        fail(f"state {m.state!r} is not a SegmentState")
+    if m.state is not None and m.state.length < m.storage_length:
+        fail(f"the state's length {m.state.length} is below the storage length")
     if type(m.sealed) is not bool:
         fail(f"sealed must be true or false, not {m.sealed!r}")
     if not isinstance(m.chunks, tuple):

@@ -89,6 +89,18 @@ class SegmentReader:
         """Whether this Tier 2 location has at least one segment manifest."""
         return any(is_manifest_key(key) for key in self._storage.list(SEGMENTS_PREFIX))
 
+    def list_names(
+        self, prefix: str = "", *, after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        """The names of the segments whose manifests are here, that start with ``prefix`` and
+        sort after ``after``, in code point order, at most ``limit`` of them (None: all)."""
+        names = sorted(
+            m.name
+            for m in self.list_segments(prefix)
+            if after is None or m.name > after
+        )
+        return names if limit is None else names[:limit]
+
     def list_segments(self, prefix: str = "") -> list[SegmentManifest]:
         """The manifests of every segment whose name starts with ``prefix``, sorted by name.
 

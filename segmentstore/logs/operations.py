@@ -48,6 +48,7 @@ class Kind(IntEnum):
     DELETE = 7
     ATTRIBUTES = 8
     RETENTION = 9
+    LOAD = 10
 
 
 APPEND_KIND = int(Kind.APPEND)  # a plain int: an enum member costs a lookup on every append
@@ -241,6 +242,7 @@ class AppendOperation(Operation):
         metadata.sequence = self.sequence
         segment.length = self.length_after = end = offset + self.size
         segment.last_modified_ms = time_ms
+        segment.last_sequence = self.sequence
         if metadata.keeps_time_index:
             segment.time_index.record(offset, end, time_ms, metadata.time_index_interval)
         if self.writer_id is not None:
@@ -270,7 +272,7 @@ class AppendOperation(Operation):
         last = run[-1]
         segment.length = length
         segment.last_modified_ms = last.time_ms
-        metadata.sequence = last.sequence
+        segment.last_sequence = metadata.sequence = last.sequence
 
     def encode(self) -> tuple[list[Buffer], int]:
         if self.writer_id is None:

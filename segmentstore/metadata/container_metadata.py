@@ -7,11 +7,17 @@ recovery rebuilds. Both are changed by the same ``Operation.apply`` so they cann
 
 Invariants of every segment: ``start_offset <= length``, ``storage_length <= length``, and
 ``length`` and ``storage_length`` never decrease.
+
+Only *active* segments are here: one that was not used for a while, and whose bytes and state
+are all in its Tier 2 manifest, is evicted from both copies, and an operation that names it
+loads it back first (``LoadSegmentOperation``, :mod:`segmentstore.containers.active_segments`).
+So nothing here, checkpoints included, grows with the segments a container no longer uses.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -37,6 +43,18 @@ class SegmentMetadata:
     retention: dict[str, int] = field(default_factory=dict)
     # Append boundaries and their times for the bytes not yet in Tier 2 (:offsetAt, retention).
     time_index: SegmentTimeIndex = field(default_factory=SegmentTimeIndex)
+    # In memory only, never serialized: the sequence number of the last operation applied to
+    # this segment (the accepted and the durable copy agree on it once nothing is in flight),
+    # when it was last used, how many calls are using it now (none may be evicted), whether
+    # Tier 1 knows it (False: loaded from Tier 2 for reads only; its first change logs a
+    # LoadSegmentOperation first, so that replay knows the segment it changes), and whether
+    # storage_length is what Tier 2 holds (False after recovery until the manifest is read:
+    # a checkpoint's figure may be behind it, and a reported storage length never goes back).
+    last_sequence: int = 0
+    last_used: float = 0.0
+    pins: int = 0
+    logged: bool = True
+    storage_known: bool = True
 
     def check_invariants(self) -> None:
         if not 0 <= self.start_offset <= self.length:
@@ -47,9 +65,19 @@ class SegmentMetadata:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        document = {f.name: copy.copy(getattr(self, f.name)) for f in fields(self)}
+        document = {name: copy.copy(getattr(self, name)) for name in _SERIALIZED}
         document["time_index"] = self.time_index.to_json()
         return document
+
+    def copy(self) -> SegmentMetadata:
+        """An independent copy (its maps and time index are copied too)."""
+        return dataclasses.replace(
+            self,
+            attributes=dict(self.attributes),
+            writers=dict(self.writers),
+            retention=dict(self.retention),
+            time_index=self.time_index.copy(),
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SegmentMetadata:
@@ -59,6 +87,10 @@ class SegmentMetadata:
         if index is not None:
             segment.time_index = SegmentTimeIndex.from_json(index)
         return segment
+
+
+_IN_MEMORY_ONLY = frozenset({"last_sequence", "last_used", "pins", "logged", "storage_known"})
+_SERIALIZED = tuple(f.name for f in fields(SegmentMetadata) if f.name not in _IN_MEMORY_ONLY)
 
 
 @dataclass(slots=True)
@@ -110,7 +142,18 @@ class ContainerMetadata:
         return metadata
 
     def copy(self) -> ContainerMetadata:
-        return copy.deepcopy(self)
+        """An independent copy, segment by segment (no deep copy of the whole)."""
+        twin = ContainerMetadata(
+            container_id=self.container_id,
+            epoch=self.epoch,
+            sequence=self.sequence,
+            next_segment_id=self.next_segment_id,
+            time_index_interval=self.time_index_interval,
+            keeps_time_index=self.keeps_time_index,
+        )
+        for segment in self.segments.values():
+            twin.add(segment.copy())
+        return twin
 
     def check_invariants(self) -> None:
         for segment in self.segments.values():

@@ -20,6 +20,7 @@ from segmentstore.tier2 import (
     ChunkStorage,
     ManifestStore,
     SegmentManifest,
+    SegmentState,
     chunk_key,
     read_time_index,
     time_index_key,
@@ -60,17 +61,33 @@ class SegmentFlusher:
         self.manifest: SegmentManifest | None = None
         self._token: str | None = None
         self._open_chunk: _OpenChunk | None = None
+        # The segment's state for the next save (the writer sets it before each step), the
+        # sequence number of the last operation it includes, and that of the state saved last.
+        self.state: SegmentState | None = None
+        self.state_sequence = -1
+        self.saved_sequence = -1
 
     # -- state ----------------------------------------------------------------------------
 
     def load(self) -> SegmentManifest | None:
         """Read the manifest; one of an older incarnation of the name counts as none."""
         loaded = self._manifests.load(self.name)
+        self.saved_sequence = -1
         if loaded is None or loaded[0].segment_id != self.segment_id:
             self.manifest, self._token = None, None
             return None
         self.manifest, self._token = loaded
         return self.manifest
+
+    @property
+    def complete(self) -> bool:
+        """Whether the manifest keeps all of the segment as of ``state_sequence``: its state
+        was saved at that point, and every byte of it is in Tier 2."""
+        return (
+            self.manifest is not None
+            and self.manifest.complete
+            and self.saved_sequence >= self.state_sequence
+        )
 
     @property
     def storage_length(self) -> int:
@@ -85,10 +102,23 @@ class SegmentFlusher:
         # What save stored: our epoch, and one version above the manifest it replaced.
         previous = 0 if self.manifest is None else self.manifest.version
         self.manifest = dataclasses.replace(manifest, owner_epoch=self._epoch, version=previous + 1)
+        self.saved_sequence = self.state_sequence
+
+    def save_state(self) -> None:
+        """Make the manifest keep ``state`` (writing it only if it keeps another): the last
+        step before the segment may leave memory."""
+        if self.manifest is not None and self.manifest.state == self.state:
+            self.saved_sequence = self.state_sequence
+            return
+        self._save(self._base())
 
     def _base(self) -> SegmentManifest:
+        """The manifest the next save starts from: the current one with the current state
+        (none if no state was given: a save must not keep a state older than its bytes)."""
         if self.manifest is not None:
-            return self.manifest
+            if self.manifest.state == self.state:
+                return self.manifest
+            return dataclasses.replace(self.manifest, state=self.state)
         return SegmentManifest(
             name=self.name,
             segment_id=self.segment_id,
@@ -98,6 +128,7 @@ class SegmentFlusher:
             sealed=False,
             owner_epoch=self._epoch,
             version=0,
+            state=self.state,
         )
 
     # -- steps ----------------------------------------------------------------------------

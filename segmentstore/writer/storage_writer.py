@@ -16,9 +16,14 @@ resumes by itself when Tier 2 answers again. Only a fenced manifest write (a new
 stops the writer and takes the container offline: retrying could never succeed, and the newer
 owner has the segment now.
 
-Before the container serves (``reconcile``), each segment's storage length becomes what its
-Tier 2 manifest says, which may be ahead of the checkpointed metadata (a flush after the last
-checkpoint, and Tier 1 already truncated behind it).
+Every manifest it saves keeps the segment's state too (attributes, writer sequence numbers,
+retention, times): a segment whose manifest keeps all of it may leave memory (``evictable``),
+and is loaded back from the manifest alone.
+
+A recovered container's storage lengths come from its checkpoint and may be behind Tier 2 (a
+flush after the last checkpoint, and Tier 1 already truncated behind it). Nothing reads every
+manifest at recovery: a segment's manifest is read when the segment is first flushed, or when a
+read finds bytes neither cached nor below the storage length known (``refresh``).
 """
 
 from __future__ import annotations
@@ -27,12 +32,11 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
 
 from segmentstore.contracts.errors import Tier2ReconciliationError
-from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
+from segmentstore.metadata.container_metadata import SegmentMetadata
 from segmentstore.settings import StorageWriterSettings
 from segmentstore.tier2 import (
     ChunkStorage,
@@ -42,55 +46,12 @@ from segmentstore.tier2 import (
     Tier2UnavailableError,
 )
 from segmentstore.writer.segment_flusher import SegmentFlusher
+from segmentstore.writer.writer import DeleteEvent, MergeEvent, WriterHost
 
 log = logging.getLogger(__name__)
 
 _STOP_GRACE_S = 30.0
 _MAX_PIECE = 64 << 20  # bytes taken from the cache per chunk write (and manifest update)
-
-
-class WriterHost(Protocol):
-    """What the writer needs from its container (all called on the event loop)."""
-
-    @property
-    def durable_metadata(self) -> ContainerMetadata: ...
-
-    def pin_pending(
-        self, segment_id: int, offset: int, length: int
-    ) -> tuple[list[memoryview], Callable[[], None]]:
-        """Views of the segment's cached bytes ``[offset, offset + length)`` (no copy), valid
-        until the returned release is called."""
-        ...
-
-    def storage_advanced(self, segment_id: int, storage_length: int) -> None: ...
-
-    def time_index_entries(
-        self, segment_id: int, start: int, end: int
-    ) -> list[tuple[int, int]]: ...
-
-    def sealed_in_storage(self, segment_id: int) -> None: ...
-
-    def structural_applied(self, sequence: int) -> None: ...
-
-    def writer_failed(self, error: BaseException) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class MergeEvent:
-    sequence: int
-    target_id: int
-    source_name: str
-    source_id: int
-    target_offset: int
-    source_length: int
-    time_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteEvent:
-    sequence: int
-    name: str
-    segment_id: int
 
 
 class StorageWriter:
@@ -109,7 +70,11 @@ class StorageWriter:
         self._settings = settings
         self._host = host
         self._events: list[MergeEvent | DeleteEvent] = []
+        # Names whose objects a queued delete or merge is to remove: not live segments.
+        self._removals: Counter[str] = Counter()
         self._dirty: dict[int, float] = {}  # segment id -> when its oldest pending byte came
+        # Segments whose manifest must take their current state (an eviction waits for it).
+        self._state_wanted: set[int] = set()
         self._flushers: dict[int, SegmentFlusher] = {}
         self._wakeup = asyncio.Event()
         self._busy = asyncio.Lock()  # one step at a time: the loop's, or flush_all's
@@ -137,7 +102,49 @@ class StorageWriter:
 
     def enqueue(self, event: MergeEvent | DeleteEvent) -> None:
         self._events.append(event)
+        self._removals[_removed_name(event)] += 1
         self._wakeup.set()
+
+    def removal_pending(self, name: str) -> bool:
+        return name in self._removals
+
+    # -- eviction (event loop) --------------------------------------------------------------
+
+    def evictable(self, segment: SegmentMetadata) -> bool:
+        flusher = self._flushers.get(segment.id)
+        if flusher is None or segment.id in self._dirty or not flusher.complete:
+            return False
+        manifest = flusher.manifest
+        assert manifest is not None
+        return (
+            flusher.saved_sequence >= segment.last_sequence
+            and manifest.storage_length == segment.length
+            and manifest.start_offset == segment.start_offset
+            and manifest.sealed == segment.sealed
+        )
+
+    def want_saved(self, segment_id: int) -> None:
+        self._state_wanted.add(segment_id)
+        self._dirty.setdefault(segment_id, 0.0)  # due at once
+        self._wakeup.set()
+
+    def forget(self, segment_id: int) -> None:
+        self._flushers.pop(segment_id, None)
+        self._dirty.pop(segment_id, None)
+        self._state_wanted.discard(segment_id)
+
+    async def refresh(self, segment_id: int) -> None:
+        segment = self._host.durable_metadata.by_id.get(segment_id)
+        if segment is None:
+            return
+        async with self._busy:
+            flusher = self._flusher(segment)
+            await asyncio.to_thread(flusher.load)
+            try:
+                self._loaded(segment, flusher)
+            except Tier2ReconciliationError as error:
+                self._host.writer_failed(error)
+                raise
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -185,10 +192,14 @@ class StorageWriter:
     # -- the loop ---------------------------------------------------------------------------
 
     async def reconcile(self) -> None:
-        """Learn each segment's storage length from its manifest (retrying while Tier 2 is
-        unreachable). The container runs this before it serves anything: storage lengths are
-        not operations, so the checkpointed ones may be behind what Tier 2 holds."""
-        await self._retrying(self._reconcile)
+        """Note the segments whose metadata says Tier 2 is behind (reading no manifest)."""
+        now = time.monotonic()
+        for segment in self._host.durable_metadata.segments.values():
+            if (
+                segment.length > max(segment.storage_length, segment.start_offset)
+                or segment.sealed != segment.sealed_in_storage
+            ):
+                self._dirty.setdefault(segment.id, now)
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -275,28 +286,25 @@ class StorageWriter:
             )
         return flusher
 
-    async def _reconcile(self) -> None:
-        metadata = self._host.durable_metadata
-        for segment in list(metadata.segments.values()):
-            flusher = self._flusher(segment)
-            manifest = await asyncio.to_thread(flusher.load)
-            if manifest is None:
-                if segment.length > segment.storage_length or segment.sealed:
-                    self._dirty.setdefault(segment.id, time.monotonic())
-                continue
-            if manifest.storage_length > segment.length:
-                raise Tier2ReconciliationError(
-                    segment.name, manifest.storage_length, segment.length
-                )
-            self._host.storage_advanced(segment.id, manifest.storage_length)
-            if manifest.sealed:
-                self._host.sealed_in_storage(segment.id)
-            if (
-                segment.length > manifest.storage_length
-                or segment.start_offset > manifest.start_offset
-                or (segment.sealed and not manifest.sealed)
-            ):
-                self._dirty.setdefault(segment.id, time.monotonic())
+    def _loaded(self, segment: SegmentMetadata, flusher: SegmentFlusher) -> None:
+        """What a freshly read manifest tells: Tier 2 may hold more than the container was told
+        (a flush after its checkpoint, or a write whose answer was lost), never more than the
+        segment has."""
+        manifest = flusher.manifest
+        if manifest is None:
+            self._host.storage_advanced(segment.id, 0)  # Tier 2 holds none of it: known now
+            return
+        if manifest.storage_length > segment.length:
+            raise Tier2ReconciliationError(segment.name, manifest.storage_length, segment.length)
+        self._host.storage_advanced(segment.id, manifest.storage_length)
+        if manifest.sealed:
+            self._host.sealed_in_storage(segment.id)
+
+    def _take_state(self, segment_id: int, flusher: SegmentFlusher) -> None:
+        """Give ``flusher`` the state its next save keeps."""
+        taken = self._host.segment_state(segment_id)
+        if taken is not None:
+            flusher.state, flusher.state_sequence = taken
 
     async def _bring_up_to_date(self, segment_id: int, upto: int | None = None) -> None:
         """Flush the segment's pending bytes (up to ``upto``), then its truncation and seal."""
@@ -306,10 +314,9 @@ class StorageWriter:
             return
         flusher = self._flusher(segment)
         if flusher.manifest is None:
+            # First flush since it was loaded or recovered, or reloaded after a failed step.
             await asyncio.to_thread(flusher.load)
-            # Reloaded after a failed step: a write whose answer was lost may have landed, and
-            # Tier 2 then holds more than the container was told.
-            self._host.storage_advanced(segment_id, flusher.storage_length)
+            self._loaded(segment, flusher)
         end = segment.length if upto is None else upto
         metadata = self._host.durable_metadata
         while True:
@@ -317,6 +324,7 @@ class StorageWriter:
             # and take bytes from the cache only right after looking.
             if metadata.by_id.get(segment_id) is not segment:
                 return  # deleted (or merged away): its queued event cleans Tier 2 up
+            self._take_state(segment_id, flusher)
             if segment.start_offset > flusher.storage_length:
                 # Never past ``end``: a pending merge must find Tier 2 exactly at its offset.
                 await asyncio.to_thread(flusher.skip_to, min(segment.start_offset, end))
@@ -339,11 +347,18 @@ class StorageWriter:
         if upto is not None:
             return  # a merge comes next; truncation and sealing follow in a later cycle
         if segment.start_offset > flusher.start_offset:
+            self._take_state(segment_id, flusher)
             await asyncio.to_thread(flusher.truncate, segment.start_offset)
         sealable = segment.sealed and flusher.storage_length == segment.length
         if sealable and not segment.sealed_in_storage:
+            self._take_state(segment_id, flusher)
             await asyncio.to_thread(flusher.seal)
             self._host.sealed_in_storage(segment_id)
+        if segment_id in self._state_wanted and metadata.by_id.get(segment_id) is segment:
+            self._take_state(segment_id, flusher)
+            if not flusher.complete:
+                await asyncio.to_thread(flusher.save_state)
+            self._state_wanted.discard(segment_id)
         if flusher.storage_length >= segment.length:
             self._dirty.pop(segment_id, None)
 
@@ -360,6 +375,10 @@ class StorageWriter:
             else:
                 await self._apply_merge(event)
             self._events.pop(0)
+            name = _removed_name(event)
+            self._removals[name] -= 1
+            if not self._removals[name]:
+                del self._removals[name]
             self._host.structural_applied(event.sequence)
 
     async def _apply_merge(self, event: MergeEvent) -> None:
@@ -379,6 +398,8 @@ class StorageWriter:
         flusher = self._flusher(target)
         if flusher.manifest is None:
             await asyncio.to_thread(flusher.load)
+            self._loaded(target, flusher)
+        self._take_state(target.id, flusher)
         if manifest is not None and manifest.storage_length > 0:
             if flusher.storage_length < event.target_offset:
                 await self._bring_up_to_date(target.id, upto=event.target_offset)
@@ -391,3 +412,7 @@ class StorageWriter:
         elif manifest is not None:
             await asyncio.to_thread(source.forget_manifest)
         self._dirty.setdefault(target.id, time.monotonic())
+
+
+def _removed_name(event: MergeEvent | DeleteEvent) -> str:
+    return event.name if isinstance(event, DeleteEvent) else event.source_name

@@ -86,7 +86,7 @@ async def fill(store: SegmentStore, rng: random.Random) -> dict[str, bytes]:
     await store.seal(SEGMENTS[3])
     await flush(store)
     await store.append(SEGMENTS[4], UNFLUSHED)
-    assert {c.id for c in store.containers if c.segment_names()} == {0, 1, 2, 3}
+    assert {c.id for c in store.containers if c.active_names()} == {0, 1, 2, 3}
     return {name: await read_all(store, name) for name in SEGMENTS}
 
 

@@ -31,7 +31,8 @@ from segmentstore.tier2 import (
     segment_key,
 )
 from segmentstore.writer.segment_flusher import SegmentFlusher
-from segmentstore.writer.storage_writer import DeleteEvent, StorageWriter
+from segmentstore.writer.storage_writer import StorageWriter
+from segmentstore.writer.writer import DeleteEvent
 
 from .writer_harness import (
     MANUAL,
@@ -323,13 +324,13 @@ async def test_storage_length_does_not_go_back_after_a_restart(
     meta = json.loads((data / "tier1" / "container-0000" / "META").read_text())
     assert meta["truncated_below"] > 0
 
-    reconcile = StorageWriter._reconcile
+    refresh = StorageWriter.refresh
 
-    async def slow_reconcile(self: StorageWriter) -> None:
-        await asyncio.sleep(1.0)  # a Tier 2 that takes a second to list its manifests
-        await reconcile(self)
+    async def slow_refresh(self: StorageWriter, segment_id: int) -> None:
+        await asyncio.sleep(1.0)  # a Tier 2 that takes a second to read a manifest
+        await refresh(self, segment_id)
 
-    monkeypatch.setattr(StorageWriter, "_reconcile", slow_reconcile)
+    monkeypatch.setattr(StorageWriter, "refresh", slow_refresh)
     async with SegmentStore.open(data, **options) as store:
         after = await store.get_info("x")
         assert after.storage_length >= before.storage_length, (before, after)
