@@ -3,9 +3,8 @@
 * A segment named exactly must have a manifest (for a batch read; a stream waits for it).
 * A manifest that cannot be read fails only the reads that include its segment: with
   ``fail_on_data_loss=true`` a :class:`~segmentstore.jobs.errors.DataLossError` naming the
-  segment and the manifest, with ``false`` a warning and the segment left out. Keys are
-  hashes, so a damaged manifest whose document no longer says which segment it belongs to
-  cannot be matched against a prefix: it is left out of prefix reads with a warning.
+  segment and the manifest, with ``false`` a warning and the segment left out. A manifest's
+  key spells its segment's name, so even a damaged one is matched against the selection.
 * A selection that matches nothing logs a warning, saying whether the location holds any
   segment at all (a mistyped prefix in the URI looks like that). The location itself must
   exist: the storage is opened with ``must_exist`` (:func:`open_read_storage`).
@@ -75,18 +74,7 @@ def select_segments(
             if manifest.name.startswith(selection.prefixes):
                 found.setdefault(manifest.name, manifest)
         for broken in damaged:
-            if broken.name is None:
-                _warn_once(
-                    warned,
-                    broken.key,
-                    "Tier 2 at %s: the manifest %s cannot be read (%s) and no longer says which "
-                    "segment it belongs to; if segments=%s selects it, it is left out",
-                    storage.uri,
-                    broken.key,
-                    broken.reason,
-                    selection.describe(),
-                )
-            elif selection.matches(broken.name) and broken.name not in found:
+            if selection.matches(broken.name) and broken.name not in found:
                 unreadable.append(broken)
     for broken in unreadable:
         _unreadable(broken, storage.uri, options.fail_on_data_loss, warned)
@@ -98,7 +86,6 @@ def select_segments(
 def _unreadable(
     broken: UnreadableManifest, uri: str, fail_on_data_loss: bool, warned: MutableSet[str]
 ) -> None:
-    assert broken.name is not None
     reason = f"its manifest {broken.key} in Tier 2 at {uri} cannot be read: {broken.reason}"
     if fail_on_data_loss:
         raise DataLossError(broken.name, reason)

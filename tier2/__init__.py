@@ -30,7 +30,13 @@ from segmentstore.tier2.errors import (
 )
 from segmentstore.tier2.factory import open_chunk_storage
 from segmentstore.tier2.file_storage import FileChunkStorage
-from segmentstore.tier2.layout import chunk_key, manifest_key, segment_key, time_index_key
+from segmentstore.tier2.layout import (
+    chunk_key,
+    chunks_of,
+    manifest_key,
+    segment_key,
+    time_index_key,
+)
 from segmentstore.tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest
 from segmentstore.tier2.segment_reader import SegmentReader, UnreadableManifest
 from segmentstore.tier2.segment_state import SegmentState
@@ -67,6 +73,7 @@ __all__ = [
     "TimeIndexEntry",
     "UnreadableManifest",
     "chunk_key",
+    "chunks_of",
     "manifest_key",
     "open_chunk_storage",
     "read_time_index",

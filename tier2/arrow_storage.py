@@ -4,6 +4,7 @@ listings), shared by the S3 and HDFS adapters, which add writes and translate er
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -15,6 +16,7 @@ from segmentstore.tier2.errors import (
     Tier2ClosedError,
     Tier2Error,
 )
+from segmentstore.tier2.listing import list_keys
 
 # What pyarrow raises: OSError (ArrowIOError is one) for I/O, other ArrowExceptions otherwise.
 ARROW_ERRORS = (OSError, pa.ArrowException)
@@ -60,23 +62,26 @@ class ArrowChunkStorage(ChunkStorage):
     def exists(self, key: str) -> bool:
         return bool(self._info(key).type == pafs.FileType.File)
 
-    def list(self, prefix: str) -> list[str]:
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
         self._check_open()
         directory = prefix.rpartition("/")[0]
-        base = f"{self._root}/{check_key(directory)}" if directory else self._root
-        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        if directory:
+            check_key(directory)
         try:
-            infos = self._fs.get_file_info(selector)
+            return list_keys(self._children, prefix, start_after, limit)
         except ARROW_ERRORS as e:
             raise self._translate(e, prefix) from e
-        keys = []
-        for info in infos:
-            if info.type != pafs.FileType.File:
-                continue  # directories, and S3 directory markers
-            key = self._key_of(str(info.path))
-            if key.startswith(prefix) and not any(p.startswith(".") for p in key.split("/")):
-                keys.append(key)
-        return sorted(keys)
+
+    def _children(self, directory: str) -> Iterable[tuple[str, bool]]:
+        base = f"{self._root}/{directory}" if directory else self._root
+        selector = pafs.FileSelector(base, recursive=False, allow_not_found=True)
+        return [
+            (str(info.path).rpartition("/")[2], info.type == pafs.FileType.Directory)
+            for info in self._fs.get_file_info(selector)
+            if info.type in (pafs.FileType.File, pafs.FileType.Directory)
+        ]
 
     def close(self) -> None:
         self._closed = True

@@ -112,10 +112,15 @@ class ChunkStorage(ABC):
         """Remove the object, durably. Idempotent: a missing object is not an error."""
 
     @abstractmethod
-    def list(self, prefix: str) -> list[str]:
-        """Every key that starts with ``prefix`` (a string prefix, not a directory), sorted.
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        """The keys that start with ``prefix`` (a string prefix, not a directory), sorted by
+        code point: every one, or only those after ``start_after``, and at most ``limit``.
 
-        A listing is not a snapshot: readers of segment data trust manifests, never listings.
+        The work is in proportion to the keys listed (and, on a file system, the directories
+        on the way to them), not to all keys stored. A listing is not a snapshot: readers of
+        segment data trust manifests, never listings.
         """
 
     @abstractmethod

@@ -14,7 +14,6 @@ stop writing that segment.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
@@ -127,7 +126,9 @@ class SegmentManifest:
             owner_epoch=document["owner_epoch"],
             version=document["version"],
             segment_id=document["segment_id"],
-            state=None if document["state"] is None else SegmentState.from_document(document["state"]),
+            state=None
+            if document["state"] is None
+            else SegmentState.from_document(document["state"]),
             format_version=document["format_version"],
         )
 
@@ -199,25 +200,8 @@ def parse_manifest(key: str, data: bytes) -> SegmentManifest:
     return manifest
 
 
-_NAME_FIELD = re.compile(rb'"name"\s*:\s*("(?:[^"\\]|\\.)*")')
-
-
-def claimed_name(key: str, data: bytes) -> str | None:
-    """The segment that the unreadable manifest ``data`` at ``key`` belongs to, if its
-    ``name`` field can still be found and the key is that name's manifest key; else None.
-
-    Keys are hashes of names, so this is the only way to tell which segment a damaged manifest
-    is for; the key check means a recovered name is never a guess."""
-    found = _NAME_FIELD.search(data)
-    if found is None:
-        return None
-    try:
-        name = json.loads(found.group(1))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(name, str) or not name or manifest_key(name) != key:
-        return None
-    return name
+def _state(document: Any) -> SegmentState | None:
+    return None if document is None else SegmentState.from_document(document)
 
 
 def _check_fields(document: Any, fields: set[str], what: str) -> None:

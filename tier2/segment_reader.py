@@ -2,7 +2,7 @@
 
 This is what ``segmentstore tier2 ls|cat`` and the Spark jobs use. A read never consults a
 listing: the manifest names the chunks, and a chunk it names that is missing is an error, not a
-gap. ``list_segments`` lists only to find the manifests.
+gap. Listing by prefix lists only the manifests it selects: their keys spell the names.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from segmentstore.tier2.errors import (
     InvalidManifestError,
     ManifestNotFoundError,
 )
-from segmentstore.tier2.layout import SEGMENTS_PREFIX, is_manifest_key
+from segmentstore.tier2.layout import NAMES_PREFIX, manifest_key, manifests_under, name_of
 from segmentstore.tier2.manifest import (
     ChunkInfo,
     ManifestStore,
     SegmentManifest,
-    claimed_name,
     parse_manifest,
 )
 from segmentstore.tier2.time_index import TimeIndexEntry, read_time_index
@@ -29,12 +28,11 @@ from segmentstore.tier2.time_index import TimeIndexEntry, read_time_index
 
 @dataclass(frozen=True, slots=True)
 class UnreadableManifest:
-    """A manifest object that does not parse or breaks an invariant. ``name`` is the segment
-    it belongs to when the damaged document still says so (checked against the key), else
-    None: the key alone, a hash, does not tell."""
+    """A manifest object that does not parse or breaks an invariant; ``name`` is the segment
+    it belongs to (its key spells it)."""
 
     key: str
-    name: str | None
+    name: str
     reason: str
 
 
@@ -87,25 +85,27 @@ class SegmentReader:
 
     def holds_any_segment(self) -> bool:
         """Whether this Tier 2 location has at least one segment manifest."""
-        return any(is_manifest_key(key) for key in self._storage.list(SEGMENTS_PREFIX))
+        return bool(self._storage.list(NAMES_PREFIX, limit=1))
 
     def list_names(
         self, prefix: str = "", *, after: str | None = None, limit: int | None = None
     ) -> list[str]:
         """The names of the segments whose manifests are here, that start with ``prefix`` and
-        sort after ``after``, in code point order, at most ``limit`` of them (None: all)."""
-        names = sorted(
-            m.name
-            for m in self.list_segments(prefix)
-            if after is None or m.name > after
-        )
-        return names if limit is None else names[:limit]
+        sort after ``after``, in code point order, at most ``limit`` of them (None: all).
+        Reads no manifest: their keys spell the names."""
+        start = None if after is None else manifest_key(after)
+        names = []
+        for key in self._storage.list(manifests_under(prefix), start, limit):
+            name = name_of(key)
+            if name is not None:
+                names.append(name)
+        return names
 
     def list_segments(self, prefix: str = "") -> list[SegmentManifest]:
         """The manifests of every segment whose name starts with ``prefix``, sorted by name.
 
-        Names come from the manifests (keys are hashes). A segment deleted while listing is
-        left out; a manifest that does not parse raises ``InvalidManifestError``.
+        A segment deleted while listing is left out; a manifest that does not parse raises
+        ``InvalidManifestError``.
         """
         found, unreadable = self.scan_segments(prefix)
         if unreadable:
@@ -116,22 +116,17 @@ class SegmentReader:
         self, prefix: str = ""
     ) -> tuple[list[SegmentManifest], list[UnreadableManifest]]:
         """:meth:`list_segments` that goes on past damaged manifests: the readable manifests
-        whose names start with ``prefix``, sorted by name, and every unreadable one that
-        belongs to such a name or whose name is unknown, sorted by key."""
+        whose names start with ``prefix``, and every unreadable one, each sorted by name."""
         found, unreadable = [], []
-        for key in self._storage.list(SEGMENTS_PREFIX):
-            if not is_manifest_key(key):
+        for key in self._storage.list(manifests_under(prefix)):
+            name = name_of(key)
+            if name is None:
                 continue
             loaded = self._storage.get(key)
             if loaded is None:
-                continue
+                continue  # deleted while we listed
             try:
-                manifest = parse_manifest(key, loaded[0])
+                found.append(parse_manifest(key, loaded[0]))
             except InvalidManifestError as e:
-                name = claimed_name(key, loaded[0])
-                if name is None or name.startswith(prefix):
-                    unreadable.append(UnreadableManifest(key, name, e.reason))
-                continue
-            if manifest.name.startswith(prefix):
-                found.append(manifest)
-        return sorted(found, key=lambda m: m.name), sorted(unreadable, key=lambda u: u.key)
+                unreadable.append(UnreadableManifest(key, name, e.reason))
+        return found, unreadable

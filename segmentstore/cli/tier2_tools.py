@@ -50,9 +50,9 @@ def list_segments(uri: str, prefix: str, options: Mapping[str, str], out: TextIO
         )
     out.flush()
     for broken in unreadable:
-        whose = f"of {broken.name!r}" if broken.name else "of an unknown segment"
         sys.stderr.write(
-            f"segmentstore: the manifest {broken.key} {whose} cannot be read: {broken.reason}\n"
+            f"segmentstore: the manifest {broken.key} of {broken.name!r} cannot be read:"
+            f" {broken.reason}\n"
         )
     if not manifests and not unreadable:
         empty = "" if holds_any else " (it holds no segment at all)"

@@ -29,8 +29,8 @@ import logging
 import time
 from typing import Protocol
 
-from segmentstore.contracts.errors import ContainerUnavailableError, SegmentNotFoundError
 from segmentstore.containers.manifest_lookups import ManifestLookups
+from segmentstore.contracts.errors import ContainerUnavailableError, SegmentNotFoundError
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.metadata.time_index import SegmentTimeIndex
 from segmentstore.settings import MetadataSettings

@@ -21,8 +21,7 @@ from segmentstore.logs.operations import AppendOperation, Operation
 from segmentstore.logs.tier1_retention import Tier1Retention
 from segmentstore.metadata.container_metadata import ContainerMetadata
 from segmentstore.reading.read_index import ReadIndexFactory, SegmentReadIndex
-from segmentstore.writer.writer import DeleteEvent, MergeEvent
-from segmentstore.writer.writer import Writer
+from segmentstore.writer.writer import DeleteEvent, MergeEvent, Writer
 
 # A merged range of a target: (merge sequence, target offset, length, source name).
 MergedRange = tuple[int, int, int, str]

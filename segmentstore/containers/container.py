@@ -4,9 +4,11 @@ Every change goes through the Durable Log; a call returns once Tier 1 has it and
 metadata and read index reflect it. Reads are served from the durable view only, so nothing
 unacknowledged is ever visible. Only active segments are in memory: a call that names another
 loads it back from Tier 2 first, and idle ones are evicted (:mod:`.active_segments`); a call
-pins the segments it uses, so none leaves memory under it. A container that fails goes ``read_only`` (Tier 1 out of space:
-acknowledged data is still served) or ``offline`` on its own, keeping the error that took it
-there (``failure_error``) for the supervisor to judge; the others in the store carry on.
+pins the segments it uses, so none leaves memory under it.
+
+A container that fails goes ``read_only`` (Tier 1 out of space: acknowledged data is still
+served) or ``offline`` on its own, keeping the error that took it there (``failure_error``)
+for the supervisor to judge; the others in the store carry on.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from segmentstore.containers.parts import ContainerParts
 from segmentstore.containers.retention import RetentionEnforcer
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.contracts.attributes import AttributeUpdate
-from segmentstore.contracts.names import transaction_parent
 from segmentstore.contracts.errors import (
     ContainerUnavailableError,
     EndOfSegmentError,
@@ -37,6 +38,7 @@ from segmentstore.contracts.errors import (
     SegmentStoreError,
     SegmentTruncatedError,
 )
+from segmentstore.contracts.names import transaction_parent
 from segmentstore.contracts.segment_info import AppendResult, SegmentInfo
 from segmentstore.logs.metadata_operations import (
     CreateSegmentOperation,

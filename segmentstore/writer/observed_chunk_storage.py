@@ -50,8 +50,10 @@ class ObservedChunkStorage(ChunkStorage):
     def delete(self, key: str) -> None:
         self.inner.delete(key)
 
-    def list(self, prefix: str) -> list[str]:
-        return self.inner.list(prefix)
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        return self.inner.list(prefix, start_after, limit)
 
     def get(self, key: str) -> tuple[bytes, str] | None:
         return self.inner.get(key)

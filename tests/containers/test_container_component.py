@@ -51,8 +51,7 @@ from segmentstore.settings import (
 )
 from segmentstore.tier1 import DataLogWriteError
 from segmentstore.writer.storage_writer import StorageWriter
-from segmentstore.writer.writer import WriterHost
-from segmentstore.writer.writer import Writer
+from segmentstore.writer.writer import Writer, WriterHost
 
 pytestmark = pytest.mark.timeout(30)
 NAME = "scope/stream/0"

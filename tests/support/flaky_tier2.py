@@ -96,9 +96,11 @@ class FlakyChunkStorage(ChunkStorage):
         self.inner.delete(key)
         self._after(fault)
 
-    def list(self, prefix: str) -> list[str]:
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
         fault = self._before("list")
-        keys = self.inner.list(prefix)
+        keys = self.inner.list(prefix, start_after, limit)
         self._after(fault)
         return keys
 
