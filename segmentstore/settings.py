@@ -107,7 +107,9 @@ class CacheSettings(_Section):
     # The bound on cached payload: appends not yet in Tier 2 must fit, so past it appends wait
     # for room (back-pressure), and Tier 2 data is evicted least recently used first.
     max_bytes: int = Field(default=1024 * MiB, ge=1 * MiB)
-    block_bytes: int = Field(default=4 * KiB, ge=512, le=1 * MiB)
+    # The unit of cache memory: an entry holds whole blocks, so a small segment's tail costs a
+    # block until Tier 2 has it; small enough that millions of small tails fit.
+    block_bytes: int = Field(default=512, ge=512, le=1 * MiB)
     # Appends in offset order grow one read index entry up to this size.
     max_entry_bytes: int = Field(default=1 * MiB, ge=4 * KiB)
 

@@ -56,6 +56,19 @@ def _code(name: str) -> str:
         raise ValueError(f"{name!r} holds a character no segment name has: {e}") from None
 
 
+def is_spellable(text: str) -> bool:
+    """Whether every character of ``text`` may be in a segment name."""
+    return all(c in _CODE for c in text)
+
+
+def longest_spellable_prefix(text: str) -> str:
+    """``text`` up to its first character that no segment name has."""
+    for i, c in enumerate(text):
+        if c not in _CODE:
+            return text[:i]
+    return text
+
+
 def _levels(code: str) -> str:
     return "/".join(code[i : i + _LEVEL] for i in range(0, len(code), _LEVEL))
 

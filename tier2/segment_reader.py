@@ -16,7 +16,14 @@ from segmentstore.tier2.errors import (
     InvalidManifestError,
     ManifestNotFoundError,
 )
-from segmentstore.tier2.layout import NAMES_PREFIX, manifest_key, manifests_under, name_of
+from segmentstore.tier2.layout import (
+    NAMES_PREFIX,
+    is_spellable,
+    longest_spellable_prefix,
+    manifest_key,
+    manifests_under,
+    name_of,
+)
 from segmentstore.tier2.manifest import (
     ChunkInfo,
     ManifestStore,
@@ -93,12 +100,24 @@ class SegmentReader:
         """The names of the segments whose manifests are here, that start with ``prefix`` and
         sort after ``after``, in code point order, at most ``limit`` of them (None: all).
         Reads no manifest: their keys spell the names."""
-        start = None if after is None else manifest_key(after)
-        names = []
-        for key in self._storage.list(manifests_under(prefix), start, limit):
-            name = name_of(key)
-            if name is not None:
-                names.append(name)
+        if not is_spellable(prefix):
+            return []  # no segment name holds such a character
+        names: list[str] = []
+        cursor = None
+        if after is not None:
+            # Names after ``after`` come after its longest prefix that a name can spell.
+            spellable = longest_spellable_prefix(after)
+            cursor = manifest_key(spellable) if spellable else None
+        while limit is None or len(names) < limit:
+            wanted = None if limit is None else limit - len(names)
+            keys = self._storage.list(manifests_under(prefix), cursor, wanted)
+            for key in keys:
+                name = name_of(key)
+                if name is not None and (after is None or name > after):
+                    names.append(name)
+            if wanted is None or len(keys) < wanted:
+                break
+            cursor = keys[-1]
         return names
 
     def list_segments(self, prefix: str = "") -> list[SegmentManifest]:
