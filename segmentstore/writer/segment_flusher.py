@@ -98,7 +98,14 @@ class SegmentFlusher:
         return 0 if self.manifest is None else self.manifest.start_offset
 
     def _save(self, manifest: SegmentManifest) -> None:
-        self._token = self._manifests.save(manifest, self._token, self._epoch)
+        try:
+            self._token = self._manifests.save(manifest, self._token, self._epoch)
+        except BaseException:
+            # The save may have landed all the same (a timeout after S3 took it): until the
+            # manifest is read again, nothing here may be trusted, least of all that a chunk
+            # key no manifest names is free to be replaced.
+            self.manifest, self._token, self._open_chunk = None, None, None
+            raise
         # What save stored: our epoch, and one version above the manifest it replaced.
         previous = 0 if self.manifest is None else self.manifest.version
         self.manifest = dataclasses.replace(manifest, owner_epoch=self._epoch, version=previous + 1)

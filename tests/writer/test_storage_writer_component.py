@@ -108,6 +108,14 @@ def tier2(
         storage.close()
 
 
+async def recovered(writer: StorageWriter, timeout_s: float = 5.0) -> None:
+    """Until the writer's next try succeeds: no failure is being retried any more."""
+    deadline = time.monotonic() + timeout_s
+    while writer.last_error is not None:
+        assert time.monotonic() < deadline, f"still retrying: {writer.last_error}"
+        await asyncio.sleep(0.005)
+
+
 async def caught_up(host: Host, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while any(s.storage_length < s.length for s in host.durable_metadata.segments.values()):
@@ -147,7 +155,8 @@ async def test_every_byte_reaches_tier2_through_an_outage(supports_append: bool)
         await caught_up(host)
         for segment in host.durable_metadata.segments.values():
             assert in_tier2(storage, segment.name, segment.length) == host.data[segment.id]
-        assert writer.last_error is None and host.failures == []
+        await recovered(writer)  # the retry under way when the last bytes landed succeeds
+        assert host.failures == []
         await writer.stop()
 
 
@@ -206,8 +215,10 @@ async def test_stop_does_not_wait_out_a_backoff_or_a_slow_tier2() -> None:
         writer = StorageWriter(0, 1, storage, slow, host)
         writer.start()
         await write_segments(host, writer, ["d/0"], rounds=2)
-        await asyncio.sleep(0.05)
-        assert writer.last_error is not None
+        deadline = time.monotonic() + 5
+        while writer.last_error is None:  # its first try failed: now it waits 5 s
+            assert time.monotonic() < deadline, "no chunk write was tried"
+            await asyncio.sleep(0.005)
         started = time.monotonic()
         await writer.stop()
         assert time.monotonic() - started < 1.0
@@ -309,7 +320,7 @@ async def test_a_recovered_writer_waits_out_an_unreachable_tier2() -> None:
         assert segment.storage_length == 0 and writer.last_error is not None
         storage.injector.remove(outage)
         await caught_up(host)
-        assert writer.last_error is None
+        await recovered(writer)
         await writer.stop()
 
 
