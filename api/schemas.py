@@ -178,6 +178,7 @@ def container_json(container: SegmentContainer) -> dict[str, Any]:
         "epoch": container.epoch,
         "status": public_status(container),
         "segments": container.segment_count,
+        "active_segments": container.active_segment_count,
         "tier1_bytes": container.tier1_bytes,
         "tier2_lag_bytes": container.tier2_lag_bytes,
         "last_sequence": container.last_sequence,

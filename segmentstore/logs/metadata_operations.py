@@ -55,6 +55,7 @@ class CreateSegmentOperation(Operation):
 
     def apply(self, metadata: ContainerMetadata) -> None:
         metadata.sequence = self.sequence
+        metadata.segment_count += 1
         metadata.add(
             SegmentMetadata(
                 id=self.segment_id,
@@ -204,6 +205,7 @@ class MergeOperation(Operation):
         # Replayed operations carry ids only; the Storage Writer needs the names.
         self.target, self.source = target.name, source.name
         metadata.remove(self.source_id)
+        metadata.segment_count -= 1
 
     def _fields(self) -> dict[str, Any]:
         return {
@@ -236,6 +238,7 @@ class DeleteSegmentOperation(_SegmentOperation):
         metadata.sequence = self.sequence
         self.name = segment_by_id(metadata, self.segment_id).name  # replay knows only the id
         metadata.remove(self.segment_id)
+        metadata.segment_count -= 1
 
 
 class UpdateAttributesOperation(_SegmentOperation):

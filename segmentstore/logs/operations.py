@@ -122,20 +122,25 @@ def segment_by_id(metadata: ContainerMetadata, segment_id: int) -> SegmentMetada
 
 
 class CheckpointOperation(Operation):
-    """A snapshot of the whole container metadata: recovery can start here."""
+    """A snapshot of the container metadata (its active segments): recovery can start here."""
 
-    __slots__ = ("snapshot",)
+    __slots__ = ("body", "snapshot")
     kind = Kind.CHECKPOINT
     addressed = True
 
     def __init__(self, snapshot: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.snapshot = snapshot or {}
+        self.body = b""  # the encoded snapshot, once prepared
 
     def prepare(self, metadata: ContainerMetadata) -> bool:
         metadata.sequence = self.sequence
         self.snapshot = metadata.snapshot()
+        self.body = json.dumps(self.snapshot, separators=(",", ":")).encode()
         return True
+
+    def _encode_body(self) -> list[Buffer]:
+        return [self.body or json.dumps(self.snapshot, separators=(",", ":")).encode()]
 
     def apply(self, metadata: ContainerMetadata) -> None:
         metadata.sequence = self.sequence

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -51,7 +52,7 @@ class SegmentMetadata:
     # storage_length is what Tier 2 holds (False after recovery until the manifest is read:
     # a checkpoint's figure may be behind it, and a reported storage length never goes back).
     last_sequence: int = 0
-    last_used: float = 0.0
+    last_used: float = field(default_factory=time.monotonic)
     pins: int = 0
     logged: bool = True
     storage_known: bool = True
@@ -100,6 +101,9 @@ class ContainerMetadata:
     # The sequence number of the last operation applied; the next one is strictly higher.
     sequence: int = 0
     next_segment_id: int = 1
+    # Every segment the container holds, active or not (creates add one; deletes and merges,
+    # which remove their source, take one away; loads and evictions change nothing).
+    segment_count: int = 0
     segments: dict[str, SegmentMetadata] = field(default_factory=dict)
     by_id: dict[int, SegmentMetadata] = field(default_factory=dict)
     # A setting, not state: how sparse the segments' time indexes are (never serialized; a
@@ -126,6 +130,7 @@ class ContainerMetadata:
             "container_id": self.container_id,
             "sequence": self.sequence,
             "next_segment_id": self.next_segment_id,
+            "segment_count": self.segment_count,
             "segments": [s.to_dict() for s in self.segments.values()],
         }
 
@@ -139,6 +144,8 @@ class ContainerMetadata:
         )
         for entry in data["segments"]:
             metadata.add(SegmentMetadata.from_dict(entry))
+        # Checkpoints written before segments could leave memory held every segment.
+        metadata.segment_count = data.get("segment_count", len(metadata.segments))
         return metadata
 
     def copy(self) -> ContainerMetadata:
@@ -148,6 +155,7 @@ class ContainerMetadata:
             epoch=self.epoch,
             sequence=self.sequence,
             next_segment_id=self.next_segment_id,
+            segment_count=self.segment_count,
             time_index_interval=self.time_index_interval,
             keeps_time_index=self.keeps_time_index,
         )

@@ -416,9 +416,7 @@ class StorageWriter:
             if flusher.storage_length < event.target_offset:
                 await self._bring_up_to_date(target.id, upto=event.target_offset)
             if flusher.storage_length == event.target_offset:
-                await _in_thread(
-                    flusher.absorb, event.target_offset, manifest, event.time_ms
-                )
+                await _in_thread(flusher.absorb, event.target_offset, manifest, event.time_ms)
                 self._host.storage_advanced(target.id, flusher.storage_length)
             await _in_thread(source.forget_manifest)
         elif manifest is not None:
