@@ -19,9 +19,10 @@ future per operation.
 A metadata checkpoint is injected every ``checkpoint_every_frames`` frames or
 ``checkpoint_every_bytes`` bytes, but never before the log has grown by as much as the last
 checkpoint took: a checkpoint's size grows with the active segments, so checkpoints never take
-more than about half of what Tier 1 writes, or of the processor's time. After a checkpoint is durable, Tier 1 is truncated at the
-newest durable checkpoint that precedes every operation still needed (``needed_sequence``),
-so the log always starts with a checkpoint and recovery stays bounded.
+more than about half of what Tier 1 writes, or of the processor's time. After a checkpoint is
+durable, Tier 1 is truncated at the newest durable checkpoint that precedes every operation
+still needed (``needed_sequence``), so the log always starts with a checkpoint and recovery
+stays bounded.
 
 A Tier 1 failure is final for this instance: every pending and later operation fails with
 ``ContainerUnavailableError`` and ``on_failure`` is told; the container must be recovered anew.
