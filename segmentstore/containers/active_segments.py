@@ -180,6 +180,7 @@ class ActiveSegments:
         while True:
             await asyncio.sleep(self._interval_s)
             try:
+                await self._retention_due()
                 evicted, active = self.evict_round()
                 if evicted >= min(_CHECKPOINT_COUNT, max(1, active * _CHECKPOINT_SHARE)):
                     await self._host.checkpoint()
@@ -189,6 +190,24 @@ class ActiveSegments:
                 # A checkpoint refused because the container stopped: the next start writes
                 # one anyway. Anything else is logged and the next round tries again.
                 log.warning("container %d: eviction round failed: %s", self._container_id, error)
+
+    async def _retention_due(self) -> None:
+        """Load the inactive segments whose time retention has data to expire now: the
+        retention enforcer sees only what is in memory."""
+        accepted = self._host.accepted
+        now_ms = time.time_ns() // 1_000_000
+        while accepted is not None and accepted.retention_watch:
+            due_ms, name = accepted.retention_watch[0]
+            if due_ms > now_ms:
+                return
+            heapq.heappop(accepted.retention_watch)
+            try:
+                await self.load(name)
+            except SegmentNotFoundError:
+                continue  # deleted (or merged) since it left memory
+            except ContainerUnavailableError:
+                heapq.heappush(accepted.retention_watch, (due_ms, name))  # Tier 2 is away
+                return
 
     def evict_round(self) -> tuple[int, int]:
         """Evict the idle segments and the least recently used beyond the bound that may

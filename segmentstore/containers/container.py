@@ -14,6 +14,7 @@ for the supervisor to judge; the others in the store carry on.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -326,8 +327,8 @@ class SegmentContainer(ContainerGauges):
         index = self._effects.indexes.get(segment.id)
         if (index is not None and index.in_use) or segment.id in self._effects.merging:
             return False
-        if segment.retention.get("time_ms") is not None:
-            return False  # a time policy must keep being enforced while it holds data
+        if segment.retention.get("time_ms") is not None and not segment.retention_due_ms:
+            return False  # the retention enforcer has yet to say when it next expires data
         if not writer.evictable(segment):
             writer.want_saved(segment.id)
             return False
@@ -335,8 +336,12 @@ class SegmentContainer(ContainerGauges):
 
     def evict(self, segment_id: int) -> None:
         assert self._log is not None and self._writer is not None
-        self._log.accepted.remove(segment_id)
-        self._durable.remove(segment_id)
+        accepted = self._log.accepted
+        segment = accepted.remove(segment_id)
+        durable = self._durable.remove(segment_id)
+        if segment.retention.get("time_ms") is not None:
+            # Back into memory when its data next expires (checkpoints carry the watch).
+            heapq.heappush(accepted.retention_watch, (durable.retention_due_ms, segment.name))
         self._effects.evicted(segment_id)
         self._writer.forget(segment_id)
 

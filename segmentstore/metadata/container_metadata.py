@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import heapq
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -56,6 +57,9 @@ class SegmentMetadata:
     pins: int = 0
     logged: bool = True
     storage_known: bool = True
+    # When its time retention policy next has data to expire (ms since the epoch; 0: not known
+    # yet): the retention enforcer says, and an eviction passes it on to the retention watch.
+    retention_due_ms: int = 0
 
     def check_invariants(self) -> None:
         if not 0 <= self.start_offset <= self.length:
@@ -90,7 +94,9 @@ class SegmentMetadata:
         return segment
 
 
-_IN_MEMORY_ONLY = frozenset({"last_sequence", "last_used", "pins", "logged", "storage_known"})
+_IN_MEMORY_ONLY = frozenset(
+    {"last_sequence", "last_used", "pins", "logged", "storage_known", "retention_due_ms"}
+)
 _SERIALIZED = tuple(f.name for f in fields(SegmentMetadata) if f.name not in _IN_MEMORY_ONLY)
 
 
@@ -104,6 +110,9 @@ class ContainerMetadata:
     # Every segment the container holds, active or not (creates add one; deletes and merges,
     # which remove their source, take one away; loads and evictions change nothing).
     segment_count: int = 0
+    # Inactive segments with a time retention policy, as a heap of (when their next data
+    # expires, name): they come back into memory then, for the retention enforcer.
+    retention_watch: list[tuple[int, str]] = field(default_factory=list)
     segments: dict[str, SegmentMetadata] = field(default_factory=dict)
     by_id: dict[int, SegmentMetadata] = field(default_factory=dict)
     # A setting, not state: how sparse the segments' time indexes are (never serialized; a
@@ -131,6 +140,7 @@ class ContainerMetadata:
             "sequence": self.sequence,
             "next_segment_id": self.next_segment_id,
             "segment_count": self.segment_count,
+            "retention_watch": [list(entry) for entry in self.retention_watch],
             "segments": [s.to_dict() for s in self.segments.values()],
         }
 
@@ -146,6 +156,8 @@ class ContainerMetadata:
             metadata.add(SegmentMetadata.from_dict(entry))
         # Checkpoints written before segments could leave memory held every segment.
         metadata.segment_count = data.get("segment_count", len(metadata.segments))
+        metadata.retention_watch = [(due, name) for due, name in data.get("retention_watch", [])]
+        heapq.heapify(metadata.retention_watch)
         return metadata
 
     def copy(self) -> ContainerMetadata:
@@ -156,6 +168,7 @@ class ContainerMetadata:
             sequence=self.sequence,
             next_segment_id=self.next_segment_id,
             segment_count=self.segment_count,
+            retention_watch=list(self.retention_watch),
             time_index_interval=self.time_index_interval,
             keeps_time_index=self.keeps_time_index,
         )

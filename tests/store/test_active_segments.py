@@ -162,3 +162,34 @@ async def test_an_evicted_segments_manifest_keeps_all_of_it(tmp_path: Path) -> N
     assert (manifest.storage_length, manifest.state.length) == (3, 3)
     assert dict(manifest.state.attributes) == {"a": 7}
     assert dict(manifest.state.writers) == {"me": 9}
+
+
+async def test_time_retention_reaches_a_segment_that_left_memory(tmp_path: Path) -> None:
+    """A segment with a time policy leaves memory once the enforcer knows when its data next
+    expires, comes back then (the container's retention watch, kept by checkpoints), and is
+    truncated as if it had never left, also across a restart."""
+    settings: dict[str, Any] = {
+        **FAST,
+        "store": {"retention_check_interval_ms": 50, "time_index_interval_bytes": 100},
+    }
+    async with SegmentStore.open(tmp_path, containers=1, **settings) as store:
+        await store.create_segment("ttl", retention={"time_ms": 1_500})
+        for _ in range(10):
+            await store.append("ttl", b"e" * 100)
+        await until_evicted(store)  # it left memory well before its data expires
+        (container,) = store.containers
+        assert container.durable_metadata.by_id == {}
+    async with SegmentStore.open(tmp_path, containers=1, **settings) as store:
+        # Nothing asks for it: only the watch can bring it back. Tier 2 shows the truncation.
+        storage = open_chunk_storage((tmp_path / "tier2").as_uri())
+        try:
+            deadline = time.monotonic() + 10
+            while (manifest := ManifestStore(storage).load("ttl")) is None or (
+                manifest[0].start_offset < 1000
+            ):
+                assert time.monotonic() < deadline, "retention never reached it"
+                await asyncio.sleep(0.05)
+        finally:
+            storage.close()
+        info = await store.get_info("ttl")
+        assert (info.start_offset, info.length) == (1000, 1000)
