@@ -212,6 +212,16 @@ class FileChunkStorage(ChunkStorage):
 
     def put_if(self, key: str, data: bytes, expected_version: str | None) -> str:
         path = self._path(key)
+        if expected_version is None:
+            # Only if there is none: the hard link makes it exclusive, as create's does, and
+            # a delete of the key orders itself before or after it; no lock, no read.
+            try:
+                self._write_new(path, [data], replace=False)
+            except FileExistsError as e:
+                raise ManifestConflictError(key, "expected no object, but one exists") from e
+            except OSError as e:
+                raise self._error(e, key) from e
+            return content_version(data)
         try:
             with locked(self._locks, key):
                 current = read_whole(path)

@@ -156,10 +156,14 @@ class ManifestStore:
         if epoch < 0:
             raise ValueError(f"epoch {epoch} is negative")
         key = manifest_key(manifest.name)
-        current = self._load(key, manifest.name)
-        if current is not None and current[0].owner_epoch > epoch:
-            raise FencedError(manifest.name, epoch, current[0].owner_epoch)
-        version = current[0].version + 1 if current is not None else 1
+        version = 1
+        if previous_token is not None:
+            # A new manifest needs no look first: if there is one, the put fails and the look
+            # after it tells a newer owner's (fenced) from a lost race.
+            current = self._load(key, manifest.name)
+            if current is not None and current[0].owner_epoch > epoch:
+                raise FencedError(manifest.name, epoch, current[0].owner_epoch)
+            version = current[0].version + 1 if current is not None else 1
         document = replace(manifest, owner_epoch=epoch, version=version).to_json()
         try:
             return self._storage.put_if(key, document, previous_token)

@@ -65,6 +65,10 @@ class CommitEffects:
                     runs = {}
                 op.apply(metadata)
                 self._apply(op, metadata)
+                if type(op) is CreateSegmentOperation:
+                    # Live, not replayed: no flush of it can have happened yet.
+                    assert self.writer is not None
+                    self.writer.created(op.segment_id)
         if runs:
             self._apply_appends(runs, metadata)
 

@@ -59,6 +59,9 @@ class SegmentFlusher:
         self._max_chunk = max_chunk_bytes
         self._max_chunk_age_s = max_chunk_age_ms / 1000
         self.manifest: SegmentManifest | None = None
+        # Whether ``manifest`` is what Tier 2 holds (None then means none): read, or known
+        # from a segment created since, whose manifest this flusher is the first to write.
+        self.known = False
         self._token: str | None = None
         self._open_chunk: _OpenChunk | None = None
         # The segment's state for the next save (the writer sets it before each step), the
@@ -73,6 +76,7 @@ class SegmentFlusher:
         """Read the manifest; one of an older incarnation of the name counts as none."""
         loaded = self._manifests.load(self.name)
         self.saved_sequence = -1
+        self.known = True
         if loaded is None or loaded[0].segment_id != self.segment_id:
             self.manifest, self._token = None, None
             return None
@@ -105,6 +109,7 @@ class SegmentFlusher:
             # manifest is read again, nothing here may be trusted, least of all that a chunk
             # key no manifest names is free to be replaced.
             self.manifest, self._token, self._open_chunk = None, None, None
+            self.known = False
             raise
         # What save stored: our epoch, and one version above the manifest it replaced.
         previous = 0 if self.manifest is None else self.manifest.version

@@ -89,6 +89,9 @@ class StorageWriter:
         self._dirty = FlushSchedule(settings.flush_interval_ms / 1000)
         # Segments whose manifest must take their current state (an eviction waits for it).
         self._state_wanted: set[int] = set()
+        # Segments created since this writer started, not flushed yet: Tier 2 has no manifest
+        # of theirs (a delete of an earlier one of the name is applied before), none to read.
+        self._created: set[int] = set()
         self._flushers: dict[int, SegmentFlusher] = {}
         self._wakeup = asyncio.Event()
         self._busy = asyncio.Lock()  # one step at a time: the loop's, or flush_all's
@@ -137,6 +140,9 @@ class StorageWriter:
             and manifest.sealed == segment.sealed
         )
 
+    def created(self, segment_id: int) -> None:
+        self._created.add(segment_id)
+
     def want_saved(self, segment_id: int) -> None:
         if segment_id not in self._state_wanted:
             self._state_wanted.add(segment_id)
@@ -145,6 +151,7 @@ class StorageWriter:
 
     def forget(self, segment_id: int) -> None:
         self._flushers.pop(segment_id, None)
+        self._created.discard(segment_id)
         self._dirty.done(segment_id)
         self._state_wanted.discard(segment_id)
 
@@ -292,6 +299,9 @@ class StorageWriter:
                 self._settings.max_chunk_bytes,
                 self._settings.max_chunk_age_ms,
             )
+            if segment.id in self._created:
+                self._created.discard(segment.id)
+                flusher.known = True  # its first save creates the manifest
         return flusher
 
     def _loaded(self, segment: SegmentMetadata, flusher: SegmentFlusher) -> None:
@@ -321,7 +331,7 @@ class StorageWriter:
             self._dirty.done(segment_id)
             return
         flusher = self._flusher(segment)
-        if flusher.manifest is None:
+        if not flusher.known:
             # First flush since it was loaded or recovered, or reloaded after a failed step.
             await _in_thread(flusher.load)
             self._loaded(segment, flusher)

@@ -113,6 +113,10 @@ class Writer(Protocol):
         host's ``structural_applied`` hears of each once it is done."""
         ...
 
+    def created(self, segment_id: int) -> None:
+        """A segment was created (not replayed): Tier 2 has no manifest of it to read."""
+        ...
+
     def removal_pending(self, name: str) -> bool:
         """Whether a committed delete (or merge) of segment ``name`` has yet to remove its
         objects from Tier 2: a manifest found there meanwhile belongs to no live segment."""

@@ -2,7 +2,8 @@
 back, killed with SIGKILL at one step of an eviction or a load.
 
 Run as ``python -m tests.integration.eviction_victim DATA_DIR STEP`` from the repository root.
-It appends exactly-once records to a few segments (attributes set), lets them go idle and leave
+It creates a few segments (attributes set), prints ``READY``, then appends exactly-once
+records to them, lets them go idle and leave
 memory, appends to them again (which loads them back), and so on, printing after every
 acknowledged append
 
@@ -105,11 +106,14 @@ def arm(step: str) -> None:
         raise SystemExit(f"unknown step {step!r}")
 
 
-async def run(data_dir: Path) -> None:
+async def run(data_dir: Path, step: str) -> None:
     async with SegmentStore.open(data_dir, containers=1, **OPTIONS) as store:
         for name in SEGMENTS:
             if name not in await store.list_segments("evict/"):
                 await store.create_segment(name, attributes=ATTRIBUTES)
+        arm(step)  # the segments exist: from here on, the step may come at any moment
+        sys.stdout.write("READY\n")
+        sys.stdout.flush()
         seq = 0
         while True:
             for name in SEGMENTS:
@@ -123,5 +127,4 @@ async def run(data_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    arm(sys.argv[2])
-    asyncio.run(run(Path(sys.argv[1])))
+    asyncio.run(run(Path(sys.argv[1]), sys.argv[2]))

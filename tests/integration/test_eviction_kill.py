@@ -30,7 +30,7 @@ def run_victim(data_dir: Path, step: str) -> list[tuple[str, int, int, bytes]]:
     lines = victim.stdout.splitlines()
     assert victim.returncode == -signal.SIGKILL, victim.stderr[-3000:]
     # (Several worker threads may reach the step before the signal lands.)
-    assert f"KILLED {step}" in lines, (lines[-3:], victim.stderr[-3000:])
+    assert "READY" in lines and f"KILLED {step}" in lines, (lines[-3:], victim.stderr[-3000:])
     acks = []
     for line in lines:
         if line.startswith("ACK "):

@@ -122,7 +122,7 @@ def test_hostile_names_stay_inside_the_storage_root(tmp_path: Path) -> None:
         storage.create(chunk_key(name, 0, 1), [name.encode()])
         storage.put_if(manifest_key(name), b"{}", None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tier2"]
-    assert sorted(p.name for p in root.iterdir()) == [".locks", "chunks", "names"]
+    assert sorted(p.name for p in root.iterdir() if p.name != ".locks") == ["chunks", "names"]
     assert sorted(storage.list("names/"), key=name_of) == sorted(map(manifest_key, HOSTILE_NAMES))
     for path in root.rglob("*"):
         assert path.resolve().is_relative_to(root.resolve())
