@@ -54,6 +54,7 @@ from segmentstore.reading.whole_events import read_whole_events
 from segmentstore.settings import Settings
 from segmentstore.tier1 import DurableDataLog
 from segmentstore.tier2 import Tier2Error, open_chunk_storage
+from segmentstore.tier2.layout_migration import holds_layout_1
 from segmentstore.writer.observed_chunk_storage import ObservedChunkStorage
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,12 @@ class SegmentStore:
         except Tier2Error as error:
             raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
         try:
+            if await asyncio.to_thread(holds_layout_1, storage):
+                raise InvalidArgumentError(
+                    f"Tier 2 at {uri} holds segments in the layout of an earlier version"
+                    f" (segments/...): stop every node, run 'segmentstore tier2 migrate {uri}'"
+                    " once, then start again"
+                )
             if self._jetstream is None:
                 await adopt_orphaned_tier2(storage, self.settings)
                 await asyncio.to_thread(claim_data_dir, data_dir, self._count)
