@@ -111,10 +111,12 @@ def migrate(uri: str, options: Mapping[str, str], out: TextIO) -> int:
     storage = _open(uri, options)
     if storage is None:
         return 1
+    def progress(done: int) -> None:
+        out.write(f"{done} segments migrated so far\n")
+        out.flush()
+
     try:
-        report = migrate_layout(
-            storage, lambda done: out.write(f"{done} segments migrated so far\n") and None
-        )
+        report = migrate_layout(storage, progress)
     except Tier2Error as error:
         sys.stderr.write(f"segmentstore: {error} (run it again to go on)\n")
         return 1
