@@ -452,6 +452,10 @@ class SegmentStore:
             if self.settings.cluster.enabled and c.status is not ContainerStatus.RUNNING:
                 raise ContainerUnavailableError(c.id, c.failure or c.status.value)
         names = {n for c in owned for n in c.active_names(prefix) if after is None or n > after}
+        if all(c.segment_count <= c.active_segment_count for c in owned):
+            # Every segment is in memory: Tier 2 can name no other.
+            listed = sorted(names)
+            return listed if limit is None else listed[:limit]
         try:
             names.update(await asyncio.to_thread(self._stored_names, prefix, after, limit))
         except Tier2Error as error:
