@@ -261,5 +261,6 @@ def run(
             results.append(run_size(count, Path(base), out, settings))
     report(results, out)
     if json_path is not None:
-        Path(json_path).write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+        document = {"settings": settings or {}, "results": [asdict(r) for r in results]}
+        Path(json_path).write_text(json.dumps(document, indent=2) + "\n")
     return 0

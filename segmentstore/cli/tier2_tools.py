@@ -111,6 +111,7 @@ def migrate(uri: str, options: Mapping[str, str], out: TextIO) -> int:
     storage = _open(uri, options)
     if storage is None:
         return 1
+
     def progress(done: int) -> None:
         out.write(f"{done} segments migrated so far\n")
         out.flush()
