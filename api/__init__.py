@@ -2,7 +2,9 @@
 
 :func:`segmentstore.api.app.create_app` builds the app over a store its caller owns;
 :func:`segmentstore.api.server.serve` runs it with uvicorn, starting and closing the store in the
-lifespan.
+lifespan. Every request comes in through one gate (:mod:`segmentstore.api.gate`) and is
+served by its route's one handler.
+May import: ``store``, ``containers``, ``cluster``, ``contracts`` and ``vocabulary``.
 """
 
 from segmentstore.api.app import create_app

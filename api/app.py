@@ -1,48 +1,40 @@
 """The HTTP app factory: a thin shell over an embedded :class:`SegmentStore` (docs/api.md).
 
-``create_app`` wires the routes, the one error mapping and the middlewares around a store
-that the caller owns: the caller starts it before requests arrive and closes it after (see
-:mod:`segmentstore.api.server`, which does both in the ASGI lifespan). The data routes are
-answered first by the front door (:mod:`segmentstore.api.front_door`) whenever none of the
-middlewares has anything to do for the request; every other request passes, outermost first:
-
-1. metrics (times everything, refusals included), and the 503 for a request cut off because
-   the server is stopping (:mod:`segmentstore.api.stopping`);
-2. auth (``401``/``403`` before anything else is looked at);
-3. the body limit (``413`` before a large body is buffered);
-4. control characters in a segment path (``400 invalid_name``: ``$`` matches before ``\n``);
-5. in a cluster, to the node that holds the container (:mod:`segmentstore.api.cluster_routing`);
-6. routing, then the route, whose errors the handlers of :mod:`segmentstore.api.errors` map.
+``create_app`` wires the routes, the one error mapping and the gate around a store that the
+caller owns: the caller starts it before requests arrive and closes it after (see
+:mod:`segmentstore.api.server`, which does both in the ASGI lifespan). Every request comes
+in through the gate (:mod:`segmentstore.api.gate`), which passes it through the checks every
+request passes, once, and on to its route's one handler: the data routes'
+(:mod:`segmentstore.api.routes.data`) directly, every other route's through FastAPI.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from fastapi import FastAPI, Security
 from fastapi.security import HTTPBearer
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from segmentstore.api.append_path import AppendFastPath
-from segmentstore.api.auth import TokenAuthMiddleware
-from segmentstore.api.bodies import BodyLimitMiddleware
+from segmentstore.api.auth import TokenAuth
+from segmentstore.api.bodies import BodyLimits
 from segmentstore.api.cluster_collector import ClusterCollector
 from segmentstore.api.cluster_routing import ClusterRouting
 from segmentstore.api.errors import install_error_handlers
 from segmentstore.api.forwarding import ForwardingSession
-from segmentstore.api.front_door import FrontDoor
-from segmentstore.api.metrics import Metrics, MetricsMiddleware
+from segmentstore.api.gate import Gate
+from segmentstore.api.metrics import Metrics
 from segmentstore.api.node_collector import NodeCollector
-from segmentstore.api.paths import ControlCharacterMiddleware
 from segmentstore.api.routes.cluster import cluster_router
 from segmentstore.api.routes.containers import containers_router
-from segmentstore.api.routes.data import data_router
+from segmentstore.api.routes.data import DataRoutes
+from segmentstore.api.routes.data_route import document
 from segmentstore.api.routes.health import health_router
 from segmentstore.api.routes.segments import action_router, resource_router
 from segmentstore.api.status_page import status_page_router
-from segmentstore.api.stopping import StoppingMiddleware
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.store import SegmentStore
 
@@ -57,19 +49,27 @@ Errors are `{"error": {"code", "message", ...fields}}`. With tokens configured, 
 """
 
 
-class _FrontedApp(FastAPI):
-    """FastAPI behind the front door: what the door takes never reaches FastAPI's stack."""
+class ServiceApp(FastAPI):
+    """FastAPI behind the gate: every request comes in through ``gate``; FastAPI's own stack
+    serves the routes it holds (every route but the data routes) and the lifespan."""
 
-    front_door: FrontDoor | None = None
+    gate: Gate
+    data_routes: DataRoutes
+    _bearer = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        door = self.front_door
-        if door is not None:
-            request = door.take(scope)
-            if request is not None:
-                await door.serve(request, scope, receive, send)
-                return
+        await self.gate(scope, receive, send)
+
+    async def framework(self, scope: Scope, receive: Receive, send: Send) -> None:
         await super().__call__(scope, receive, send)
+
+    def openapi(self) -> dict[str, Any]:
+        """FastAPI's document of its routes, with the data routes from their declarations."""
+        schema = super().openapi()
+        security: list[dict[str, list[str]]] = [{"HTTPBearer": []}] if self._bearer else []
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        document(schema["paths"], components, self.data_routes.all, security)
+        return schema
 
 
 def create_app(
@@ -82,7 +82,7 @@ def create_app(
     """The app over ``store``. ``auth_tokens`` maps token to role (``read``, ``write``,
     ``admin``); none means open. ``ValueError`` on an unknown role."""
     bearer = HTTPBearer(auto_error=False, description="a token of role read, write or admin")
-    app = _FrontedApp(
+    app = ServiceApp(
         title="segmentstore",
         version="1",
         description=DESCRIPTION,
@@ -95,12 +95,12 @@ def create_app(
     metrics.registry.register(NodeCollector(store, cluster))
     install_error_handlers(app)
 
-    # Documents the bearer scheme in OpenAPI when there is one; the middleware enforces it.
+    # Documents the bearer scheme in OpenAPI when there is one; the gate enforces it.
     v1 = [Security(bearer)] if auth_tokens else []
+    app._bearer = bool(auth_tokens)
     # Order matters: the plain /v1/segments/{name} routes would match "name:action" as well
     # ({name} is a path parameter), so every route with an action is tried first.
     routers = [
-        (data_router(store, metrics), v1),
         (action_router(store), v1),
         (resource_router(store), v1),
         (containers_router(store, cluster), v1),
@@ -110,26 +110,26 @@ def create_app(
     ]
     for router, dependencies in routers:
         app.include_router(router, dependencies=dependencies)
+    app.data_routes = DataRoutes(store, metrics)
     # Every route in the order the app tries them, for the metrics of requests refused before
     # routing (the app's own routes are the OpenAPI document and its viewers).
-    routes: list[BaseRoute] = [r for r in app.router.routes if isinstance(r, Route)]
+    routes: list[BaseRoute] = [*app.data_routes.all]
+    routes += [r for r in app.router.routes if isinstance(r, Route)]
     routes += [r for router, _ in routers for r in router.routes]
     app.state.routes = routes
 
-    # add_middleware wraps what is there: the last added is the outermost.
-    app.add_middleware(AppendFastPath, store=store, metrics=metrics)
+    limits = BodyLimits(raw_limit=store.settings.store.max_append_bytes)
+    app.gate = Gate(app.framework, app.data_routes, metrics, routes, TokenAuth(auth_tokens), limits)
     forwarding = forwarding_session(store, cluster)
     app.state.forwarding = forwarding
     if cluster is not None:
-        app.add_middleware(ClusterRouting, store=store, membership=cluster, session=forwarding)
+        membership = cluster
+
+        def routing(here: ASGIApp) -> ASGIApp:
+            return ClusterRouting(here, store=store, membership=membership, session=forwarding)
+
+        app.gate.route_with(routing)
         metrics.registry.register(ClusterCollector(cluster, forwarding))
-    app.add_middleware(ControlCharacterMiddleware)
-    app.add_middleware(BodyLimitMiddleware, raw_limit=store.settings.store.max_append_bytes)
-    if auth_tokens:
-        app.add_middleware(TokenAuthMiddleware, tokens=dict(auth_tokens))
-    app.add_middleware(StoppingMiddleware)
-    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
-    app.front_door = FrontDoor(store, metrics, auth_tokens, cluster)
     return app
 
 

@@ -20,10 +20,7 @@ import hmac
 from collections.abc import Mapping
 from enum import IntEnum
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
-from segmentstore.api.errors import error_response
-from segmentstore.contracts.errors import ForbiddenError, UnauthorizedError
+from segmentstore.contracts.errors import ForbiddenError, SegmentStoreError, UnauthorizedError
 
 
 class Role(IntEnum):
@@ -66,39 +63,35 @@ def role_of(tokens: Mapping[bytes, Role], presented: bytes) -> Role | None:
     return found
 
 
-def _bearer(scope: Scope) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == b"authorization":
-            header = bytes(value).strip()
-            scheme, _, token = header.partition(b" ")
-            token = token.strip()
-            return token if scheme.lower() == b"bearer" and token else None
-    return None
+def _bearer(header: bytes | None) -> bytes | None:
+    if header is None:
+        return None
+    scheme, _, token = bytes(header).strip().partition(b" ")
+    token = token.strip()
+    return token if scheme.lower() == b"bearer" and token else None
 
 
-class TokenAuthMiddleware:
-    def __init__(self, app: ASGIApp, tokens: Mapping[str, str]) -> None:
-        self.app = app
-        self._tokens = parse_tokens(tokens)
+class TokenAuth:
+    """The rule above over the configured tokens (none: everyone may do everything)."""
 
-    def role_of(self, presented: bytes) -> Role | None:
-        return role_of(self._tokens, presented)
+    def __init__(self, tokens: Mapping[str, str] | None = None) -> None:
+        self._tokens = parse_tokens(tokens or {})
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self._tokens:
-            needed = required_role(scope["method"], scope["path"])
-            if needed is not None:
-                presented = _bearer(scope)
-                role = None if presented is None else self.role_of(presented)
-                if role is None:
-                    refusal = error_response(UnauthorizedError("a known bearer token is needed"))
-                    await refusal(scope, receive, send)
-                    return
-                if role < needed:
-                    forbidden = ForbiddenError(
-                        f"this needs the {needed.name.lower()} role; the token has"
-                        f" {role.name.lower()}"
-                    )
-                    await error_response(forbidden)(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
+    def refusal(
+        self, method: str, path: str, authorization: bytes | None
+    ) -> SegmentStoreError | None:
+        """Why a request with this ``Authorization`` header may not go on; None if it may."""
+        if not self._tokens:
+            return None
+        needed = required_role(method, path)
+        if needed is None:
+            return None
+        presented = _bearer(authorization)
+        role = None if presented is None else role_of(self._tokens, presented)
+        if role is None:
+            return UnauthorizedError("a known bearer token is needed")
+        if role < needed:
+            return ForbiddenError(
+                f"this needs the {needed.name.lower()} role; the token has {role.name.lower()}"
+            )
+        return None

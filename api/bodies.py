@@ -13,9 +13,9 @@ would only surprise the people the API is for.
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope
 
-from segmentstore.api.errors import BodyTooLarge, error_response
+from segmentstore.api.errors import BodyTooLarge
 from segmentstore.contracts.errors import PayloadTooLargeError
 
 # Attribute updates are the largest JSON bodies: this holds thousands of them.
@@ -24,48 +24,38 @@ JSON_BODY_LIMIT = 1 << 20
 RAW_BODY_ACTIONS = (":append", ":appendEvents")
 
 
-def _declared_length(scope: Scope) -> int | None:
-    for key, value in scope["headers"]:
-        if key == b"content-length":
-            # The HTTP server has already refused a malformed Content-Length.
-            return int(value)
-    return None
-
-
-def _as_json(scope: Scope) -> None:
+def as_json(scope: Scope) -> None:
+    """Every body that is not raw data is read as JSON (see above)."""
     # In place, not a copy: the router records the matched route in this scope, and the
-    # metrics middleware outside reads it from there.
+    # gate reads it from there for the metrics.
     headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
     headers.append((b"content-type", b"application/json"))
     scope["headers"] = headers
 
 
-class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, raw_limit: int, json_limit: int = JSON_BODY_LIMIT) -> None:
-        self.app = app
+class BodyLimits:
+    def __init__(self, raw_limit: int, json_limit: int = JSON_BODY_LIMIT) -> None:
         self.raw_limit = raw_limit
         self.json_limit = json_limit
 
     def limit_for(self, path: str) -> int:
         return self.raw_limit if path.endswith(RAW_BODY_ACTIONS) else self.json_limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.limit_for(scope["path"])
-        if limit == self.json_limit:
-            _as_json(scope)
-        declared = _declared_length(scope)
-        if declared is not None:
-            if declared > limit:
-                # The unread body is drained and dropped by the server, which keeps the
-                # connection usable and lets the client read this answer.
-                await error_response(PayloadTooLargeError(declared, limit))(scope, receive, send)
-                return
-            await self.app(scope, receive, send)  # the server delivers no more than declared
-            return
+    def refusal(self, path: str, declared: bytes | None) -> PayloadTooLargeError | None:
+        """A declared ``Content-Length`` over the path's limit, refused before a byte of the
+        body is read (the server drains and drops the unread body, which keeps the connection
+        usable and lets the client read the answer). The HTTP server has already refused a
+        malformed ``Content-Length``."""
+        if declared is None:
+            return None
+        limit = self.limit_for(path)
+        size = int(declared)
+        return PayloadTooLargeError(size, limit) if size > limit else None
 
+    def counting(self, receive: Receive, path: str) -> Receive:
+        """``receive`` for a body without a declared length (chunked): it raises
+        :class:`BodyTooLarge` as soon as the body passes the path's limit."""
+        limit = self.limit_for(path)
         received = 0
 
         async def counting_receive() -> Message:
@@ -77,4 +67,4 @@ class BodyLimitMiddleware:
                     raise BodyTooLarge(PayloadTooLargeError(received, limit))
             return message
 
-        await self.app(scope, counting_receive, send)
+        return counting_receive

@@ -1,7 +1,8 @@
-"""The one mapping from errors to HTTP (docs/api.md, Errors), and the handlers that apply it.
+"""Errors as HTTP answers (docs/api.md, Errors), and the handlers that apply it.
 
 Every answer that is not a success goes through :func:`error_response`, whichever layer
-noticed the problem: the store (``SegmentStoreError`` leaves, looked up in :data:`STATUS`),
+noticed the problem: the store (``SegmentStoreError`` leaves, answered with the status their
+class declares, :mod:`segmentstore.contracts.errors`),
 FastAPI's request validation and JSON parsing (``400 invalid_argument``), Starlette's routing
 (``404``/``405``), the body limit (``413``), auth (``401``/``403``) and, as a last resort, any
 other exception (``500 internal``, logged with its traceback, never shown to the client).
@@ -20,58 +21,16 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from segmentstore.contracts.errors import (
-    BadAttributeUpdateError,
-    BadOffsetError,
-    ContainerNotFoundError,
-    ContainerUnavailableError,
-    EndOfSegmentError,
-    ForbiddenError,
-    InsufficientStorageError,
     InvalidArgumentError,
-    InvalidEventsError,
-    InvalidNameError,
-    OffsetBeyondEndError,
     PayloadTooLargeError,
-    RequestHeaderTooLargeError,
-    RequestTimeoutError,
-    SegmentExistsError,
-    SegmentNotFoundError,
-    SegmentSealedError,
     SegmentStoreError,
-    SegmentTruncatedError,
-    ThrottledError,
-    UnauthorizedError,
-    WriterSeqMismatchError,
+    leaf_error_classes,
 )
 
 log = logging.getLogger(__name__)
 
-STATUS: Mapping[type[SegmentStoreError], int] = {
-    InvalidNameError: 400,
-    InvalidArgumentError: 400,
-    UnauthorizedError: 401,
-    ForbiddenError: 403,
-    SegmentNotFoundError: 404,
-    ContainerNotFoundError: 404,
-    RequestTimeoutError: 408,
-    SegmentExistsError: 409,
-    SegmentSealedError: 409,
-    SegmentTruncatedError: 410,
-    BadOffsetError: 412,
-    BadAttributeUpdateError: 412,
-    WriterSeqMismatchError: 412,
-    PayloadTooLargeError: 413,
-    RequestHeaderTooLargeError: 431,
-    OffsetBeyondEndError: 416,
-    EndOfSegmentError: 416,
-    InvalidEventsError: 422,
-    ThrottledError: 429,
-    ContainerUnavailableError: 503,
-    InsufficientStorageError: 507,
-}
-
 # Statuses after which a client should come back later: they carry ``Retry-After``.
-_RETRY_STATUSES = frozenset({429, 503})
+RETRY_STATUSES = frozenset(cls.status for cls in leaf_error_classes() if cls.retry_after)
 _DEFAULT_RETRY_AFTER_MS = 1000
 
 # Starlette's own refusals (no route, wrong method) have no store error; docs/api.md is silent on
@@ -101,7 +60,7 @@ def error_json(
     """The one error shape: ``{"error": {"code", "message", ...fields}}``."""
     body = {"code": code, "message": message, **(fields or {})}
     headers = dict(headers or {})
-    if status in _RETRY_STATUSES:
+    if status in RETRY_STATUSES:
         retry_ms = body.get("retry_after_ms") or _DEFAULT_RETRY_AFTER_MS
         headers["Retry-After"] = str(max(1, math.ceil(retry_ms / 1000)))
     if status == 401:
@@ -110,10 +69,8 @@ def error_json(
 
 
 def error_response(error: SegmentStoreError) -> JSONResponse:
-    # Looked up by exact class: a leaf missing from STATUS is a bug the table test catches,
-    # and falls to 500 here rather than to some parent's status.
-    status = STATUS.get(type(error), 500)
-    return error_json(status, error.code, error.message, error.fields())
+    """The answer to ``error``: the status and code its class declares, and its fields."""
+    return error_json(error.status, error.code, error.message, error.fields())
 
 
 def _validation_message(error: RequestValidationError) -> str:
@@ -146,11 +103,16 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_json(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
 
-async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
-    # A bug. The traceback goes to the log (the path, never the headers: they hold tokens);
-    # the client gets the usual shape and no internals.
-    log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
+def internal_error(method: str, path: str, exc: BaseException) -> JSONResponse:
+    """The last resort: the answer to an exception nothing else mapped. A bug: the traceback
+    goes to the log (the path, never the headers: they hold tokens); the client gets the
+    usual shape and no internals."""
+    log.error("unhandled error in %s %s", method, path, exc_info=exc)
     return error_json(500, "internal", "internal error")
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    return internal_error(request.method, request.url.path, exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -127,9 +127,7 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
 
 
 def _error_answer(error: SegmentStoreError) -> bytes:
-    from segmentstore.api.errors import STATUS
-
-    status = STATUS[type(error)]
+    status = error.status
     body = json.dumps(
         {"error": {"code": error.code, "message": error.message, **error.fields()}},
         separators=(",", ":"),

@@ -17,7 +17,6 @@ in bytes, ``process_*`` describes the process and ``segmentstore_build_info`` th
 from __future__ import annotations
 
 import platform
-import time
 from collections.abc import Sequence
 
 from prometheus_client import (
@@ -31,7 +30,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from starlette.routing import BaseRoute, Match
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from segmentstore.api.loop_metrics import LoopHistogram, LoopMetricsCollector
 from segmentstore.api.process_collector import ProcessExtrasCollector
@@ -151,7 +150,7 @@ class Metrics(StoreObserver):
 
     def histogram(self, method: str, route: str, status: int) -> LoopHistogram:
         """The latency histogram of one series, for a caller that keeps it rather than look
-        it up by its labels for every request (the front door); updated on the loop only."""
+        it up by its labels for every request (a data route); updated on the loop only."""
         key = (method, route, str(status))
         histogram = self._latency.get(key)
         if histogram is None:
@@ -194,32 +193,3 @@ def route_template(scope: Scope, routes: Sequence[BaseRoute]) -> str:
         if match is Match.PARTIAL and partial is None and isinstance(path_format, str):
             partial = path_format  # the path matches, the method does not: 405
     return partial or UNMATCHED_ROUTE
-
-
-class MetricsMiddleware:
-    """Times every HTTP request, including those that auth or the body limit refuse."""
-
-    def __init__(self, app: ASGIApp, metrics: Metrics, routes: Sequence[BaseRoute]) -> None:
-        self.app = app
-        self.metrics = metrics
-        self.routes = routes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500  # if the app raises, the last-resort handler outside answers 500
-
-        async def recording_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, recording_send)
-        finally:
-            elapsed = time.perf_counter() - started
-            route = route_template(scope, self.routes)
-            self.metrics.observe(scope["method"], route, status, elapsed)

@@ -10,25 +10,15 @@ from __future__ import annotations
 
 import re
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
-from segmentstore.api.errors import error_response
 from segmentstore.contracts.errors import InvalidNameError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SEGMENTS = "/v1/segments/"
+SEGMENTS = "/v1/segments/"
 
 
-class ControlCharacterMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path: str = scope["path"]
-            if path.startswith(_SEGMENTS) and _CONTROL.search(path):
-                name = path[len(_SEGMENTS) :]
-                error = InvalidNameError(f"invalid segment name {name!r}: a control character")
-                await error_response(error)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+def control_character_refusal(path: str) -> InvalidNameError | None:
+    """``400 invalid_name`` for a segment path with a control character; None otherwise."""
+    if path.startswith(SEGMENTS) and _CONTROL.search(path) is not None:
+        name = path[len(SEGMENTS) :]
+        return InvalidNameError(f"invalid segment name {name!r}: a control character")
+    return None

@@ -7,12 +7,20 @@ plain JSON by the routes; the answer models here only document them.
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.status import ContainerStatus
+from segmentstore.contracts.errors import (
+    ContainerUnavailableError,
+    InvalidArgumentError,
+    InvalidNameError,
+    SegmentNotFoundError,
+    SegmentStoreError,
+)
 
 
 class _Request(BaseModel):
@@ -147,13 +155,38 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries for the error statuses a route can answer.
+# What nearly every route can answer: a bad name or argument, and a container that cannot
+# serve right now.
+BAD_REQUEST: tuple[type[SegmentStoreError], ...] = (InvalidNameError, InvalidArgumentError)
+SEGMENT_ERRORS: tuple[type[SegmentStoreError], ...] = (
+    *BAD_REQUEST,
+    SegmentNotFoundError,
+    ContainerUnavailableError,
+)
+
+
+def error_descriptions(*errors: type[SegmentStoreError]) -> dict[int, str]:
+    """Status -> what it means for a route that can raise ``errors``: the codes of the
+    errors answered with it, from their classes."""
+    codes: dict[int, set[str]] = {}
+    for error in errors:
+        codes.setdefault(error.status, set()).add(error.code)
+    return {
+        status: f"{HTTPStatus(status).phrase}: {', '.join(sorted(found))}"
+        for status, found in sorted(codes.items())
+    }
+
+
+def error_responses(*errors: type[SegmentStoreError]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the errors a route can answer, each under its class's status.
 
     The ``default`` entry says every other error has the same shape, and keeps FastAPI from
     documenting its own ``422`` validation answer, which this API never gives (it is ``400``).
     """
-    entries: dict[int | str, dict[str, Any]] = {s: {"model": ErrorBody} for s in statuses}
+    entries: dict[int | str, dict[str, Any]] = {
+        status: {"model": ErrorBody, "description": description}
+        for status, description in error_descriptions(*errors).items()
+    }
     entries["default"] = {"model": ErrorBody, "description": "any error"}
     return entries
 

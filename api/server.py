@@ -34,13 +34,15 @@ from starlette.types import ASGIApp
 from segmentstore.api.app import create_app
 from segmentstore.api.http_protocol import limited_protocol
 from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.settings import ApiSettings
 from segmentstore.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
 GRACEFUL_TIMEOUT_S = 10
-MAX_HEADER_BYTES = 64 * 1024
-BODY_TIMEOUT_S = 30.0
+# The settings' own defaults, for a caller that passes no settings (tests, the benchmarks).
+MAX_HEADER_BYTES = ApiSettings().max_header_bytes
+BODY_TIMEOUT_S = ApiSettings().body_timeout_ms / 1000
 # A node stopping gracefully gives its containers this long to drain and move.
 HAND_OVER_TIMEOUT_S = 15
 LEAVING_GRACE_S = 1.0

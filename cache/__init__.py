@@ -1,6 +1,6 @@
 """The cache: payload bytes of the read index, kept off the Python heap in fixed-size blocks.
 
-A leaf package: it imports nothing else of the project. The core talks to it through
+A leaf package: May import: nothing of the project. The core talks to it through
 :class:`Cache` and translates :class:`CacheError` leaves at its boundary. The store uses
 :class:`BlockArenaCache`; :class:`LmdbCache` meets the same contract over LMDB (the ``cache``
 extra) and is imported only when asked for. Layout and the measurements behind the choice:

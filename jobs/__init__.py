@@ -24,8 +24,8 @@ A scan is a consistent snapshot: each manifest is read once, when Spark plans th
 nothing past its storage length is returned; events are returned whole or not at all. The
 jobs of ``segmentstore spark`` (``stats``, ``export``, ``compact``) are in
 :mod:`segmentstore.jobs.stats`, :mod:`segmentstore.jobs.export` and
-:mod:`segmentstore.jobs.compact`. This package imports only ``tier2`` of the project, and is the
-only one that imports ``pyspark``.
+:mod:`segmentstore.jobs.compact`. This package is the only one that imports ``pyspark``.
+May import: ``tier2``.
 """
 
 from __future__ import annotations

@@ -5,20 +5,30 @@ The embedded entry point is :class:`SegmentStore`; every error it raises is a
 is in ``docs/api.md``; the parts and how they fit are in ``docs/architecture.md``.
 
 The names below load on first use, so that ``import segmentstore.client`` (which the slim,
-client-only install provides) never loads the store, its settings or its storage backends.
+client-only install provides) never loads the store, its settings or its storage backends;
+the error classes are the contract's, light enough to load at once.
+
+The modules of this package itself are the vocabulary every part shares (``settings``,
+``arguments``, ``data_dir``, ``observations``, ``version``, ``loopback``).
+May import: ``contracts`` and ``tier1`` (the settings tree takes the JetStream log's options
+and the local log's defaults as tier1 defines them).
 
 What lives where (each package's docstring says what it owns and may import):
 
     segmentstore/           the public surface: store, settings, config
-    ├── contracts/          what client and server share: errors, names, attribute updates, events
+    ├── contracts/          what client and server share: errors, names, attribute updates,
+    │                       events, the segment -> container mapping
     ├── metadata/           what a container knows of its segments: metadata, attributes, time index
     ├── logs/               the Durable Log: operations, data frames, Tier 1 retention, recovery
     ├── reading/            the read index (AVL tree), the cache manager, Tier 2 reads, events
     ├── writer/             the Storage Writer: aggregation and flushes to Tier 2
-    ├── containers/         the segment container that ties them together; mapping; retention
+    ├── containers/         the segment container that ties them together; retention
+    ├── cluster/            cluster mode: membership, leases, the assignment of containers
     ├── cli/                the command line, the composition root
     ├── client/             the HTTP client (needs contracts/ alone)
     ├── bench/              the benchmarks
+    ├── drill/              recovery drills
+    ├── harness/            the processes benchmarks, drills and tests start on loopback
     ├── tier1/ tier2/ cache/    the storage leaves (repository folders tier1/, tier2/, cache/)
     └── api/ jobs/          the HTTP API and the Spark jobs (repository folders api/, jobs/)
 """
@@ -28,63 +38,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from segmentstore.contracts.attributes import AttributeUpdate, UpdateType
-    from segmentstore.contracts.errors import (
-        BadAttributeUpdateError,
-        BadOffsetError,
-        ContainerNotFoundError,
-        ContainerUnavailableError,
-        EndOfSegmentError,
-        ForbiddenError,
-        InsufficientStorageError,
-        InvalidArgumentError,
-        InvalidEventsError,
-        InvalidNameError,
-        OffsetBeyondEndError,
-        PayloadTooLargeError,
-        RequestHeaderTooLargeError,
-        RequestTimeoutError,
-        SegmentExistsError,
-        SegmentNotFoundError,
-        SegmentSealedError,
-        SegmentStoreError,
-        SegmentTruncatedError,
-        ThrottledError,
-        UnauthorizedError,
-        WriterSeqMismatchError,
-    )
-    from segmentstore.contracts.segment_info import AppendResult, EventsRead, SegmentInfo
-    from segmentstore.settings import Settings
-    from segmentstore.store import SegmentStore
+from segmentstore.contracts.errors import public_error_classes
 
-_ERRORS = (
-    "BadAttributeUpdateError",
-    "BadOffsetError",
-    "ContainerNotFoundError",
-    "ContainerUnavailableError",
-    "EndOfSegmentError",
-    "ForbiddenError",
-    "InsufficientStorageError",
-    "InvalidArgumentError",
-    "InvalidEventsError",
-    "InvalidNameError",
-    "OffsetBeyondEndError",
-    "PayloadTooLargeError",
-    "RequestHeaderTooLargeError",
-    "RequestTimeoutError",
-    "SegmentExistsError",
-    "SegmentNotFoundError",
-    "SegmentSealedError",
-    "SegmentStoreError",
-    "SegmentTruncatedError",
-    "ThrottledError",
-    "UnauthorizedError",
-    "WriterSeqMismatchError",
-)
-# public name -> the module that defines it
+if TYPE_CHECKING:
+    from segmentstore.contracts.attributes import AttributeUpdate as AttributeUpdate
+    from segmentstore.contracts.attributes import UpdateType as UpdateType
+
+    # Every error class, as the tree declares them (what public_error_classes lists).
+    from segmentstore.contracts.errors import *  # noqa: F403
+    from segmentstore.contracts.segment_info import AppendResult as AppendResult
+    from segmentstore.contracts.segment_info import EventsRead as EventsRead
+    from segmentstore.contracts.segment_info import SegmentInfo as SegmentInfo
+    from segmentstore.settings import Settings as Settings
+    from segmentstore.store import SegmentStore as SegmentStore
+
+# The error tree is the contract's: light, and loaded with the package (the client needs it).
+_ERRORS = {cls.__name__: cls for cls in public_error_classes()}
+# public name -> the module that defines it, for the names loaded on first use
 _HOMES = {
-    **dict.fromkeys(_ERRORS, "segmentstore.contracts.errors"),
     "AttributeUpdate": "segmentstore.contracts.attributes",
     "UpdateType": "segmentstore.contracts.attributes",
     "AppendResult": "segmentstore.contracts.segment_info",
@@ -94,40 +65,12 @@ _HOMES = {
     "SegmentStore": "segmentstore.store",
 }
 
-__all__ = [
-    "AppendResult",
-    "AttributeUpdate",
-    "BadAttributeUpdateError",
-    "BadOffsetError",
-    "ContainerNotFoundError",
-    "ContainerUnavailableError",
-    "EndOfSegmentError",
-    "EventsRead",
-    "ForbiddenError",
-    "InsufficientStorageError",
-    "InvalidArgumentError",
-    "InvalidEventsError",
-    "InvalidNameError",
-    "OffsetBeyondEndError",
-    "PayloadTooLargeError",
-    "RequestHeaderTooLargeError",
-    "RequestTimeoutError",
-    "SegmentExistsError",
-    "SegmentInfo",
-    "SegmentNotFoundError",
-    "SegmentSealedError",
-    "SegmentStore",
-    "SegmentStoreError",
-    "SegmentTruncatedError",
-    "Settings",
-    "ThrottledError",
-    "UnauthorizedError",
-    "UpdateType",
-    "WriterSeqMismatchError",
-]
+__all__ = sorted([*_ERRORS, *_HOMES])
 
 
 def __getattr__(name: str) -> Any:
+    if name in _ERRORS:
+        return _ERRORS[name]
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'segmentstore' has no attribute {name!r}")

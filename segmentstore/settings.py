@@ -5,7 +5,11 @@ Units are in the key names. Only the composition root (the command line, or the 
 
 Secrets (auth tokens, Tier 2 credentials, the JetStream password and token) are ``SecretStr``:
 printed, logged or dumped as JSON they are masked; only the part that uses one reveals it
-(:meth:`AuthSettings.roles`, :meth:`Tier2Settings.backend_options`, the JetStream options).
+(:meth:`AuthSettings.roles`, :meth:`Tier2Settings.backend_options`, the JetStream connection).
+
+A section that a component defines itself is taken as it is rather than copied: the
+``tier1.jetstream`` section is the JetStream log's :class:`JetStreamOptions`, and the local
+log's defaults are its own. Nothing else keeps a second list of a section's keys.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from segmentstore.tier1.jetstream.options import JetStreamOptions
+from segmentstore.tier1.local.log import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_MS
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -170,55 +177,16 @@ class StorageWriterSettings(_Section):
         return self
 
 
-class JetStreamSettings(_Section):
-    """Tier 1 on NATS JetStream (``tier1.mode = "jetstream"``): a replicated stream per
-    container. The servers must run with ``jetstream { sync_interval: always }``."""
-
-    # Client URLs of the JetStream cluster (any of them; the client finds the rest).
-    servers: tuple[str, ...] = ("nats://127.0.0.1:4222",)
-    # Names the streams (<prefix>-container-N) and the epoch bucket (<prefix>-epochs): two
-    # deployments on one JetStream cluster need two prefixes.
-    stream_prefix: str = Field(default="segmentstore", pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    # Copies of every record; a stream with fewer is refused. 3 survives the loss of a node.
-    replicas: int = Field(default=3, ge=1, le=5)
-    # A message not acknowledged in this time is probed and sent again ...
-    ack_timeout_ms: int = Field(default=5_000, ge=100)
-    # ... for at most this long (a leader election takes 5-10 s), then the append fails.
-    write_timeout_ms: int = Field(default=30_000, ge=1_000)
-    connect_timeout_ms: int = Field(default=5_000, ge=100)
-    # The publisher's pipeline: bytes sent and not yet acknowledged, at most.
-    max_in_flight_bytes: int = Field(default=32 * MiB, ge=1 * MiB)
-    user: str | None = None
-    password: SecretStr | None = None
-    token: SecretStr | None = None
-    credentials_file: Path | None = None
-    tls_ca_file: Path | None = None
-    tls_cert_file: Path | None = None
-    tls_key_file: Path | None = None
-
-    @model_validator(mode="after")
-    def _ordered(self) -> JetStreamSettings:
-        _check_order(self, "tier1.jetstream")
-        return self
-
-    @field_validator("servers", mode="before")
-    @classmethod
-    def _comma_separated(cls, value: Any) -> Any:
-        # --nats and SEGMENTSTORE_TIER1__JETSTREAM__SERVERS take "nats://a:4222,nats://b:4222"
-        if isinstance(value, str):
-            return tuple(url.strip() for url in value.split(",") if url.strip())
-        return value
-
-
 class Tier1Settings(_Section):
     # local: a write-ahead log per container under <data_dir>/tier1 (one machine);
     # jetstream: a replicated stream per container on NATS JetStream (see jetstream).
     mode: Literal["local", "jetstream"] = "local"
     # A local log file rolls once it holds this much; truncation deletes whole files.
-    segment_bytes: int = Field(default=64 * MiB, ge=4 * KiB)
+    segment_bytes: int = Field(default=DEFAULT_SEGMENT_BYTES, ge=4 * KiB)
     # ... or once its first record is this old, so that a quiet log still frees its files.
-    segment_ms: int = Field(default=600_000, ge=1)
-    jetstream: JetStreamSettings = JetStreamSettings()
+    segment_ms: int = Field(default=DEFAULT_SEGMENT_MS, ge=1)
+    # The JetStream log's own options, as it defines them.
+    jetstream: JetStreamOptions = JetStreamOptions()
 
 
 class ClusterSettings(_Section):

@@ -31,7 +31,7 @@ from segmentstore.containers.recoveries import Recoveries
 from segmentstore.containers.shared_tier2 import claim_shared_tier2
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.containers.supervisor import ContainerSupervisor
-from segmentstore.containers.tier1_logs import claim_shared_tier1, jetstream_options, tier1_log
+from segmentstore.containers.tier1_logs import claim_shared_tier1, tier1_log
 from segmentstore.contracts.attributes import AttributeUpdate
 from segmentstore.contracts.errors import (
     ContainerNotFoundError,
@@ -76,11 +76,7 @@ class SegmentStore:
         # The containers this process serves: all of them, unless a cluster shares them out.
         self.owned: set[int] = set()
         self._started = False
-        self._jetstream = (
-            jetstream_options(settings.tier1.jetstream)
-            if settings.tier1.mode == "jetstream"
-            else None
-        )
+        self._jetstream = settings.tier1.jetstream if settings.tier1.mode == "jetstream" else None
         # Where the parts report their figures (Tier 1 and Tier 2 writes, recoveries).
         self.observations = Observations()
         self._recoveries = Recoveries(self.observations)

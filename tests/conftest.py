@@ -10,8 +10,8 @@ import pytest
 from store_cluster import StoreCluster
 
 from segmentstore import SegmentStore
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.drill.network import DrillNetwork
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 # Small enough that files roll, checkpoints happen and Tier 1 truncates within a test.
 SMALL = {
@@ -78,15 +78,10 @@ def switchboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DrillNetwo
 def moto_endpoint() -> Iterator[str]:
     """One moto S3 server on a free port of 127.0.0.1 for the whole run (each user takes a
     bucket or prefix of its own)."""
-    from moto.server import ThreadedMotoServer
+    from segmentstore.harness.moto_s3 import MotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with MotoServer() as server:
+        yield server.endpoint
 
 
 @pytest.fixture

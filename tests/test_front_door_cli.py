@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import ssl
 import sys
 from pathlib import Path
@@ -13,11 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 from certificates import certificates
-from served_store import ServedStore
 
 from segmentstore.cli import main
 from segmentstore.cli.logs import JsonFormatter
 from segmentstore.client import AsyncSegmentStoreClient, RetryPolicy, SegmentStoreClient
+from segmentstore.harness.served_store import ServedStore
 from segmentstore.version import VERSION
 
 TOKEN = "tok-3f9a1c77e2"
@@ -109,6 +110,7 @@ def test_the_client_talks_https_to_the_server(tmp_path: Path) -> None:
         tmp_path / "serve.log",
         settings={"SEGMENTSTORE_API__TLS_KEY_FILE": str(key_file)},
         args=["--tls-cert-file", str(cert_file), "--log-format", "json"],
+        environ=os.environ,
     )
     try:
         served.wait_ready(60, verify=ssl.create_default_context(cafile=str(ca_file)))

@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from served_store import ServedStore
+
+from segmentstore.harness.served_store import ServedStore
 
 REPO = Path(__file__).resolve().parent.parent
 # repository folder -> where it lands in the installed package (setup.py)
@@ -87,7 +88,7 @@ def slim_python(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServedStore]:
-    served = ServedStore(tmp_path / "data", tmp_path / "serve.log")
+    served = ServedStore(tmp_path / "data", tmp_path / "serve.log", environ=os.environ)
     try:
         served.wait_ready(60)
         yield served

@@ -1,6 +1,6 @@
 """Tier 1: durable data logs, the fast write-ahead medium of a segment container.
 
-A leaf package: it imports nothing else of the project. The core talks to it through
+A leaf package: May import: nothing of the project. The core talks to it through
 :class:`DurableDataLog` and translates :class:`DataLogError` leaves at its boundary.
 """
 

@@ -1,6 +1,6 @@
 """Tier 2: the final home of segment data, as chunks and manifests in a chunk storage.
 
-A leaf package: it imports nothing else of the project. The core talks to it through
+A leaf package: May import: nothing of the project. The core talks to it through
 :class:`ChunkStorage` (chosen by URI with :func:`open_chunk_storage`), :class:`ManifestStore`
 and :class:`SegmentReader`, and translates :class:`Tier2Error` leaves at its boundary. Every call
 blocks on I/O: call it from a worker thread, never from the event loop. The S3 and HDFS

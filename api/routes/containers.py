@@ -11,7 +11,11 @@ from fastapi.responses import JSONResponse, Response
 from segmentstore.api.schemas import Containers, ContainerView, container_json, error_responses
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.containers.status import ContainerStatus
-from segmentstore.contracts.errors import ContainerUnavailableError, InvalidArgumentError
+from segmentstore.contracts.errors import (
+    ContainerNotFoundError,
+    ContainerUnavailableError,
+    InvalidArgumentError,
+)
 from segmentstore.store import SegmentStore
 
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -36,7 +40,9 @@ def containers_router(store: SegmentStore, cluster: ClusterMembership | None) ->
         "/{container_id}:restart",
         operation_id="restartContainer",
         response_model=ContainerView,
-        responses=error_responses(400, 404, 503),
+        responses=error_responses(
+            InvalidArgumentError, ContainerNotFoundError, ContainerUnavailableError
+        ),
         summary="Stop a container and recover it in place; answers once it runs again",
     )
     async def restart(container_id: str) -> Response:

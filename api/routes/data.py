@@ -1,199 +1,207 @@
-"""Segment data: ``:append``, ``:read``, ``:appendEvents``, ``:readEvents``.
+"""Segment data: ``:append``, ``:appendEvents``, ``:read``, ``:readEvents`` and a segment's info.
 
-Bodies are raw bytes taken whole with ``request.body()`` (the body-limit middleware has
-already capped them); answers are raw bytes too. Reads carry the segment's state in headers,
-taken just after the read, so a client never needs a second request to know where it stands.
+These are most of a busy service's requests, and each is served by its one handler here. The
+gate (:mod:`segmentstore.api.gate`) hands a request to it as soon as the request has passed
+the checks every request passes (auth, the body limit, path checks, cluster routing): through
+FastAPI's routing, validation and response classes a request cost several times what the
+store does for an append (docs/benchmarks.md). What FastAPI would have done for them is done
+from each route's declarations (:mod:`.data_route`): the same entries that the handler parses
+its parameters by describe them in the OpenAPI document.
+
+Bodies are raw bytes (the gate has capped them); answers are raw bytes too. Reads carry the
+segment's state in headers, taken just after the read, so a client never needs a second
+request to know where it stands.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import json
+from functools import partial
+from typing import Any
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
-from segmentstore.api.append_path import append_answer, parse_options
+from segmentstore.api.errors import BodyTooLarge, error_response
+from segmentstore.api.head import RequestHead
 from segmentstore.api.metrics import Metrics
-from segmentstore.api.schemas import Appended, EventsAppended, error_responses
+from segmentstore.api.routes.data_route import (
+    OCTET_STREAM,
+    SEGMENTS,
+    DataRequest,
+    DataRoute,
+    header_int,
+    query_ints,
+)
+from segmentstore.api.routes.data_schema import (
+    APPEND,
+    APPEND_EVENTS,
+    INFO,
+    READ,
+    READ_EVENTS,
+)
+from segmentstore.contracts.errors import SegmentStoreError
 from segmentstore.store import SegmentStore
 
-OCTET_STREAM = "application/octet-stream"
-_BINARY = {"schema": {"type": "string", "format": "binary"}}
-_OPTIONAL_INT = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
-# The appends take their optional parameters from the request themselves (see
-# ``api.append_path``) and describe them here, so that the schema stays what the route does.
-EVENT_FRAMING = (
-    "Events back to back, each an 8-byte header, a big-endian int32 type (0) and a big-endian"
-    " int32 payload length, then the payload (0 to max_append_bytes - 8 bytes). A type other"
-    " than 0, a negative length or a length past the end of the body is 422 invalid_events."
-)
-_RAW_BODY = {
-    "content": {OCTET_STREAM: _BINARY},
-    "required": True,
-    "description": "the raw bytes to append: 1 byte to max_append_bytes (8 MiB by default)",
-}
-_FRAMED_BODY = {
-    "content": {OCTET_STREAM: {"schema": {**_BINARY["schema"], "description": EVENT_FRAMING}}},
-    "required": True,
-    "description": f"a batch of framed events, appended whole or not at all. {EVENT_FRAMING}",
-}
-_APPEND_PARAMETERS: list[dict[str, Any]] = [
-    {
-        "name": "expected_offset",
-        "in": "query",
-        "required": False,
-        "schema": _OPTIONAL_INT,
-        "description": "append only if the segment's length equals this",
-    },
-    {
-        "name": "Writer-Id",
-        "in": "header",
-        "required": False,
-        "schema": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-        "description": "exactly-once: the writer's identity",
-    },
-    {
-        "name": "Writer-Seq",
-        "in": "header",
-        "required": False,
-        "schema": _OPTIONAL_INT,
-        "description": "exactly-once: applied only if above the last one",
-    },
-    {
-        "name": "Writer-Prev-Seq",
-        "in": "header",
-        "required": False,
-        "schema": _OPTIONAL_INT,
-        "description": (
-            "chained batches: applied only if this is the writer's last applied Writer-Seq on"
-            " the segment, else 412 writer_seq_mismatch with last_writer_seq"
-        ),
-    },
-]
-APPEND_SCHEMA: dict[str, Any] = {"requestBody": _RAW_BODY, "parameters": _APPEND_PARAMETERS}
-EVENTS_SCHEMA: dict[str, Any] = {"requestBody": _FRAMED_BODY, "parameters": _APPEND_PARAMETERS}
+_JSON = (b"content-type", b"application/json")
+_OCTETS = (b"content-type", OCTET_STREAM.encode())
+_TRUE, _FALSE = b"true", b"false"
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # one encoder, not one per answer
 
 
-def _read_headers(description: str) -> dict[str, Any]:
-    names = {
-        "Segment-Read-Offset": "the offset read from",
-        "Segment-Start-Offset": "the segment's start offset (data below it is truncated)",
-        "Segment-Length": "the segment's length",
-        "Segment-Sealed": "`true` or `false`",
-    }
-    return {
-        "description": description,
-        "headers": {k: {"description": v, "schema": {"type": "string"}} for k, v in names.items()},
-    }
+class DataRoutes:
+    """The data routes over ``store``, and which of them a request is for."""
 
+    def __init__(self, store: SegmentStore, metrics: Metrics) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._max_wait_ms = store.settings.store.max_wait_ms
+        self.append = DataRoute("POST", ":append", partial(self._append, False), metrics, **APPEND)
+        self.append_events = DataRoute(
+            "POST", ":appendEvents", partial(self._append, True), metrics, **APPEND_EVENTS
+        )
+        self.read = DataRoute("GET", ":read", partial(self._read, False), metrics, **READ)
+        self.read_events = DataRoute(
+            "GET", ":readEvents", partial(self._read, True), metrics, **READ_EVENTS
+        )
+        self.info = DataRoute("GET", "", self._info, metrics, **INFO)
+        self.all = (self.append, self.append_events, self.read, self.read_events, self.info)
 
-def _read_responses(
-    what: str, extra_headers: dict[str, str], *errors: int
-) -> dict[int | str, dict[str, Any]]:
-    ok = _read_headers(what)
-    ok["content"] = {OCTET_STREAM: _BINARY}
-    none = _read_headers("no data came within wait_ms (an unsealed segment's tail)")
-    for entry in (ok, none):
-        for name, text in extra_headers.items():
-            entry["headers"][name] = {"description": text, "schema": {"type": "string"}}
-    return {200: ok, 204: none, **error_responses(400, 404, 410, 416, 503, *errors)}
+    def match(self, method: str, path: str, head: RequestHead) -> DataRequest | None:
+        """The data request ``method`` on ``path`` is, None if it is for another route. A
+        ``GET`` of a name with an unknown action is another route's (``400``)."""
+        if not path.startswith(SEGMENTS):
+            return None
+        if method == "POST":
+            if path.endswith(":append"):
+                return DataRequest(self.append, path[len(SEGMENTS) : -7], head)
+            if path.endswith(":appendEvents"):
+                return DataRequest(self.append_events, path[len(SEGMENTS) : -13], head)
+        elif method == "GET":
+            if path.endswith(":read"):
+                return DataRequest(self.read, path[len(SEGMENTS) : -5], head)
+            if path.endswith(":readEvents"):
+                return DataRequest(self.read_events, path[len(SEGMENTS) : -11], head)
+            if ":" not in path:
+                return DataRequest(self.info, path[len(SEGMENTS) :], head)
+        return None
 
+    # -- appends ----------------------------------------------------------------------------
 
-WaitMs = Annotated[int, Query(description="how long to wait at the tail (capped at 60000)")]
+    async def _append(
+        self, events: bool, request: DataRequest, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        head = request.head
+        try:
+            expected = query_ints(scope["query_string"], request.route.query).get("expected_offset")
+            writer_id = None if head.writer_id is None else head.writer_id.decode("latin-1")
+            writer_seq = header_int("Writer-Seq", head.writer_seq)
+            prev_seq = header_int("Writer-Prev-Seq", head.writer_prev_seq)
+            body = await read_body(receive)
+            if body is None:
+                return  # the client went away: nothing to answer
+            append = self._store.append_events if events else self._store.append
+            result = await append(
+                request.name,
+                body,
+                expected,
+                writer_id=writer_id,
+                writer_seq=writer_seq,
+                writer_prev_seq=prev_seq,
+            )
+        except SegmentStoreError as error:
+            await error_response(error)(scope, receive, send)
+            return
+        except BodyTooLarge as error:
+            await error_response(error.error)(scope, receive, send)
+            return
+        if result.duplicate or result.offset is None:
+            answer = {"offset": None, "length": result.length, "duplicate": True}
+            content = _ENCODER.encode(answer).encode()
+        else:
+            self._metrics.appended(len(body), result.events or 0)
+            # Formatted directly: the JSON encoder costs more than the append.
+            offset, length = result.offset, result.length
+            if events:
+                content = b'{"offset":%d,"length":%d,"events":%d}' % (
+                    offset, length, result.events or 0
+                )  # fmt: skip
+            else:
+                content = b'{"offset":%d,"length":%d}' % (offset, length)
+        await _respond(send, 200, [_JSON, (b"content-length", b"%d" % len(content))], content)
 
+    # -- reads ------------------------------------------------------------------------------
 
-def data_router(store: SegmentStore, metrics: Metrics) -> APIRouter:
-    router = APIRouter(prefix="/v1/segments", tags=["data"])
-    limits = store.settings.store
-
-    async def _segment_headers(name: str, offset: int) -> dict[str, str]:
-        info = await store.get_info(name)
-        return {
-            "Segment-Read-Offset": str(offset),
-            "Segment-Start-Offset": str(info.start_offset),
-            "Segment-Length": str(info.length),
-            "Segment-Sealed": "true" if info.sealed else "false",
-        }
-
-    def _wait(wait_ms: int) -> int:
-        # "cap 60000": a longer wait is shortened, like max_length; a negative one is refused
-        # by the store.
-        return min(wait_ms, limits.max_wait_ms)
-
-    @router.post(
-        "/{name:path}:append",
-        operation_id="appendSegment",
-        response_model=Appended,
-        openapi_extra=APPEND_SCHEMA,
-        responses=error_responses(400, 404, 409, 412, 413, 429, 503, 507),
-        summary="Append bytes atomically",
-    )
-    async def append(name: str, request: Request) -> Response:
-        # Served by api.append_path.AppendFastPath in the app; this route documents it.
-        options = parse_options(request.scope["query_string"], request.scope["headers"])
-        body = await request.body()
-        return JSONResponse(await append_answer(store, metrics, name, body, options, False))
-
-    @router.get(
-        "/{name:path}:read",
-        operation_id="readSegment",
-        response_class=Response,
-        responses=_read_responses("the bytes from `offset` (possibly fewer than asked)", {}),
-        summary="Read bytes, waiting at the tail",
-    )
-    async def read(
-        name: str,
-        offset: Annotated[int, Query(description="where to read from")],
-        max_length: Annotated[int | None, Query(description="at most this many bytes")] = None,
-        wait_ms: WaitMs = 0,
-    ) -> Response:
-        data = await store.read(name, offset, max_length, _wait(wait_ms))
-        headers = await _segment_headers(name, offset)
+    async def _read(
+        self, events: bool, request: DataRequest, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        name = request.name
+        store = self._store
+        try:
+            query = query_ints(scope["query_string"], request.route.query)
+            offset = query["offset"]
+            limit = query.get("max_bytes" if events else "max_length")
+            # "cap 60000": a longer wait is shortened, like max_length; a negative one is
+            # refused by the store.
+            wait_ms = min(query.get("wait_ms", 0), self._max_wait_ms)
+            if events:
+                result = await store.read_events(name, offset, limit, wait_ms)
+                data: bytes | memoryview = result.data
+                next_offset = result.next_offset
+            else:
+                data = await store.read(name, offset, limit, wait_ms)
+                # A memoryview may point into the cache, whose block can be reused once this
+                # coroutine yields: the server may still be sending it then.
+                if not isinstance(data, bytes):
+                    data = bytes(data)
+            info = await store.get_info(name)
+        except SegmentStoreError as error:
+            await error_response(error)(scope, receive, send)
+            return
+        headers = [
+            (b"segment-read-offset", b"%d" % offset),
+            (b"segment-start-offset", b"%d" % info.start_offset),
+            (b"segment-length", b"%d" % info.length),
+            (b"segment-sealed", _TRUE if info.sealed else _FALSE),
+        ]
+        if events:
+            headers.append((b"segment-next-offset", b"%d" % next_offset))
         if not data:
-            return Response(status_code=204, headers=headers)
-        # A memoryview may point into the cache, whose block can be reused once this
-        # coroutine yields: the server may still be sending it then.
-        content = data if isinstance(data, bytes) else bytes(data)
-        return Response(content=content, media_type=OCTET_STREAM, headers=headers)
+            await _respond(send, 204, headers, b"")
+            return
+        headers += ((b"content-length", b"%d" % len(data)), _OCTETS)
+        await _respond(send, 200, headers, data)
 
-    @router.post(
-        "/{name:path}:appendEvents",
-        operation_id="appendEvents",
-        response_model=EventsAppended,
-        openapi_extra=EVENTS_SCHEMA,
-        responses=error_responses(400, 404, 409, 412, 413, 422, 429, 503, 507),
-        summary="Append a batch of framed events atomically",
-    )
-    async def append_events(name: str, request: Request) -> Response:
-        # Served by api.append_path.AppendFastPath in the app; this route documents it.
-        options = parse_options(request.scope["query_string"], request.scope["headers"])
-        body = await request.body()
-        return JSONResponse(await append_answer(store, metrics, name, body, options, True))
+    async def _info(self, request: DataRequest, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            info = await self._store.get_info(request.name)
+        except SegmentStoreError as error:
+            await error_response(error)(scope, receive, send)
+            return
+        content = dumps(info.to_dict())
+        await _respond(send, 200, [(b"content-length", b"%d" % len(content)), _JSON], content)
 
-    @router.get(
-        "/{name:path}:readEvents",
-        operation_id="readEvents",
-        response_class=Response,
-        responses=_read_responses(
-            "whole framed events from `offset`, in the framing of `:appendEvents`",
-            {"Segment-Next-Offset": "the offset of the next event: the next read's `offset`"},
-            422,
-        ),
-        summary="Read whole events, waiting at the tail",
-    )
-    async def read_events(
-        name: str,
-        offset: Annotated[int, Query(description="an event boundary")],
-        max_bytes: Annotated[
-            int | None, Query(description="about this many bytes; at least one event")
-        ] = None,
-        wait_ms: WaitMs = 0,
-    ) -> Response:
-        result = await store.read_events(name, offset, max_bytes, _wait(wait_ms))
-        headers = await _segment_headers(name, offset)
-        headers["Segment-Next-Offset"] = str(result.next_offset)
-        if not result.data:
-            return Response(status_code=204, headers=headers)
-        return Response(content=result.data, media_type=OCTET_STREAM, headers=headers)
 
-    return router
+async def read_body(receive: Receive) -> bytes | None:
+    """The whole body; None if the client went away before it came."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def dumps(content: Any) -> bytes:
+    # As Starlette's JSONResponse renders it, so that every route answers JSON alike.
+    return json.dumps(
+        content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+    ).encode("utf-8")
+
+
+async def _respond(
+    send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes | memoryview
+) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

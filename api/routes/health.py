@@ -11,6 +11,7 @@ from segmentstore.api.metrics import CONTENT_TYPE, Metrics
 from segmentstore.api.readiness import readiness
 from segmentstore.api.schemas import container_json, error_responses
 from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.contracts.errors import ContainerUnavailableError
 from segmentstore.store import SegmentStore
 
 
@@ -28,15 +29,15 @@ def health_router(
     @router.get(
         "/readyz",
         operation_id="getReadiness",
-        responses=error_responses(503),
+        responses=error_responses(ContainerUnavailableError),
         summary="Readiness: 200 only if every container is running",
     )
     async def readyz() -> Response:
         state = readiness(store, cluster)
         if not state.ready:
             return error_json(
-                503,
-                "container_unavailable",
+                ContainerUnavailableError.status,
+                ContainerUnavailableError.code,
                 state.why,
                 {"containers": [container_json(c) for c in state.waiting]},
             )

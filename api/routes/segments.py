@@ -16,6 +16,8 @@ from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from segmentstore.api.schemas import (
+    BAD_REQUEST,
+    SEGMENT_ERRORS,
     Attributes,
     CreateSegment,
     Info,
@@ -29,7 +31,15 @@ from segmentstore.api.schemas import (
     UpdateAttributes,
     error_responses,
 )
-from segmentstore.contracts.errors import InvalidArgumentError
+from segmentstore.contracts.errors import (
+    BadAttributeUpdateError,
+    ContainerUnavailableError,
+    InvalidArgumentError,
+    OffsetBeyondEndError,
+    SegmentExistsError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+)
 from segmentstore.contracts.segment_info import SegmentInfo
 from segmentstore.store import SegmentStore
 
@@ -56,7 +66,7 @@ def action_router(store: SegmentStore) -> APIRouter:
         "/{name:path}:seal",
         operation_id="sealSegment",
         response_model=Info,
-        responses=error_responses(400, 404, 503),
+        responses=error_responses(*SEGMENT_ERRORS),
         summary="Seal: no more appends (idempotent)",
     )
     async def seal(name: str) -> Response:
@@ -66,7 +76,7 @@ def action_router(store: SegmentStore) -> APIRouter:
         "/{name:path}:truncate",
         operation_id="truncateSegment",
         response_model=Info,
-        responses=error_responses(400, 404, 416, 503),
+        responses=error_responses(*SEGMENT_ERRORS, OffsetBeyondEndError),
         summary="Drop the data below an offset for good",
     )
     async def truncate(name: str, body: Truncate) -> Response:
@@ -76,7 +86,7 @@ def action_router(store: SegmentStore) -> APIRouter:
         "/{name:path}:merge",
         operation_id="mergeSegment",
         response_model=Merged,
-        responses=error_responses(400, 404, 409, 410, 503),
+        responses=error_responses(*SEGMENT_ERRORS, SegmentSealedError, SegmentTruncatedError),
         summary="Append a whole source segment (a transaction) to this one, atomically",
     )
     async def merge(name: str, body: Merge) -> Response:
@@ -88,7 +98,7 @@ def action_router(store: SegmentStore) -> APIRouter:
         operation_id="beginTransaction",
         status_code=201,
         response_model=Transaction,
-        responses=error_responses(400, 404, 409, 503),
+        responses=error_responses(*SEGMENT_ERRORS, SegmentSealedError),
         summary="Create a transaction segment of this segment",
     )
     async def begin_transaction(name: str) -> Response:
@@ -99,7 +109,7 @@ def action_router(store: SegmentStore) -> APIRouter:
         "/{name:path}:attributes",
         operation_id="getAttributes",
         response_model=Attributes,
-        responses=error_responses(400, 404, 503),
+        responses=error_responses(*SEGMENT_ERRORS),
         summary="The segment's attributes",
     )
     async def get_attributes(name: str) -> Response:
@@ -109,7 +119,7 @@ def action_router(store: SegmentStore) -> APIRouter:
         "/{name:path}:attributes",
         operation_id="updateAttributes",
         response_model=Attributes,
-        responses=error_responses(400, 404, 412, 503),
+        responses=error_responses(*SEGMENT_ERRORS, BadAttributeUpdateError),
         summary="Update attributes atomically; answers the whole map after the update",
     )
     async def update_attributes(name: str, body: UpdateAttributes) -> Response:
@@ -120,7 +130,7 @@ def action_router(store: SegmentStore) -> APIRouter:
         "/{name:path}:offsetAt",
         operation_id="offsetAt",
         response_model=OffsetAt,
-        responses=error_responses(400, 404, 503),
+        responses=error_responses(*SEGMENT_ERRORS),
         summary="An append boundary at or before the first append made at or after a time",
     )
     async def offset_at(
@@ -132,7 +142,7 @@ def action_router(store: SegmentStore) -> APIRouter:
         "/{name:path}:retention",
         operation_id="setRetention",
         response_model=Info,
-        responses=error_responses(400, 404, 503),
+        responses=error_responses(*SEGMENT_ERRORS),
         summary="Replace the retention policy ({} keeps everything)",
     )
     async def set_retention(name: str, body: Retention) -> Response:
@@ -148,7 +158,7 @@ def resource_router(store: SegmentStore) -> APIRouter:
         "",
         operation_id="listSegments",
         response_model=Listing,
-        responses=error_responses(400, 503),
+        responses=error_responses(*BAD_REQUEST, ContainerUnavailableError),
         summary="Segment names, sorted by code point, a page at a time",
     )
     async def list_segments(
@@ -174,7 +184,7 @@ def resource_router(store: SegmentStore) -> APIRouter:
         operation_id="createSegment",
         status_code=201,
         response_model=Info,
-        responses=error_responses(400, 409, 503),
+        responses=error_responses(*BAD_REQUEST, SegmentExistsError, ContainerUnavailableError),
         summary="Create a segment",
     )
     async def create_segment(
@@ -187,29 +197,21 @@ def resource_router(store: SegmentStore) -> APIRouter:
         info = await store.create_segment(_plain(name, "PUT"), settings.attributes, retention)
         return _info(info, status=201)
 
-    @router.get(
-        "/{name:path}",
-        operation_id="getSegment",
-        response_model=Info,
-        responses=error_responses(400, 404, 503),
-        summary="A segment's metadata",
-    )
-    async def get_info(name: str) -> Response:
-        return _info(await store.get_info(_plain(name, "GET")))
-
     @router.delete(
         "/{name:path}",
         operation_id="deleteSegment",
         status_code=204,
         response_class=Response,
-        responses=error_responses(400, 404, 503),
+        responses=error_responses(*SEGMENT_ERRORS),
         summary="Delete a segment (also from Tier 2); a transaction's abort",
     )
     async def delete_segment(name: str) -> Response:
         await store.delete_segment(_plain(name, "DELETE"))
         return Response(status_code=204)
 
-    @router.api_route("/{name:path}", methods=["POST", "PATCH"], include_in_schema=False)
+    # A plain GET of a segment is a data route (api/routes/data.py): what reaches this route
+    # with GET names an action that GET does not have.
+    @router.api_route("/{name:path}", methods=["GET", "POST", "PATCH"], include_in_schema=False)
     async def unknown_action(name: str, request: Request) -> Response:
         _plain(name, request.method)
         raise InvalidArgumentError(f"{request.method} needs an action, e.g. {name}:append")

@@ -43,6 +43,7 @@ import httpx
 
 from segmentstore.bench.http import choose_loadgen, measure, store_process, wait_quiet
 from segmentstore.bench.http_cases import SEGMENTS, KiB, cases
+from segmentstore.bench.http_servers import STARTUP_TIMEOUT_S
 from segmentstore.bench.report import percentile, print_table, run_loop, write_json
 from segmentstore.client import AsyncSegmentStoreClient, EventAck, EventReader, EventWriter
 
@@ -273,7 +274,7 @@ def run(
     print(f"... starting the store (baseline load: {loadgen}, client loop: {loop})", flush=True)
     store = store_process(base, environ)
     try:
-        store.wait_ready()
+        store.wait_ready(STARTUP_TIMEOUT_S)
         url = store.url
         run_loop(_create(url, _append_segments()), loop)
 

@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.bench.report import percentile, print_table, write_json
-from segmentstore.bench.store_nodes import StoreNodes
 from segmentstore.client import AsyncSegmentStoreClient
 from segmentstore.contracts.mapping import container_of
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.store_nodes import StoreNodes
 
 CONTAINERS = 8
 RECORD = b"x" * 1024

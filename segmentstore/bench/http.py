@@ -41,7 +41,6 @@ from segmentstore.bench.append import run_store
 from segmentstore.bench.http_cases import SEGMENTS, Case, cases
 from segmentstore.bench.http_load import Load, run_python, run_wrk
 from segmentstore.bench.http_servers import (
-    ServerProcess,
     prepare_store,
     settle_disk,
     start_servers,
@@ -50,6 +49,7 @@ from segmentstore.bench.http_servers import (
 )
 from segmentstore.bench.http_tail import tail_latency_ms
 from segmentstore.bench.report import print_table, run_loop, write_json
+from segmentstore.harness.served_store import ServedStore
 
 __all__ = ["choose_loadgen", "measure", "run", "store_process", "wait_quiet"]
 
@@ -86,7 +86,7 @@ def choose_loadgen(loadgen: str) -> str:
 
 
 def _measure_target(
-    loadgen: str, server: ServerProcess, case: Case, seconds: float, processes: int, base: Path
+    loadgen: str, server: ServedStore, case: Case, seconds: float, processes: int, base: Path
 ) -> dict[str, float]:
     warmup_s = min(1.0, seconds / 4)
     served = 1.0  # the requests the CPU was spent on, per request counted
@@ -128,7 +128,7 @@ def _embedded_mb_per_s(base: Path, case: Case, seconds: float) -> float:
 def _round(
     number: int,
     rounds: int,
-    servers: dict[str, ServerProcess],
+    servers: dict[str, ServedStore],
     chosen: list[Case],
     loadgen: str,
     seconds: float,

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from segmentstore.bench.append import run_store
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.bench.report import print_table, run_loop, write_json
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 # (payload bytes, writers): many small appends batched into frames, and large ones.
 CASES = ((1024, 256), (1 << 20, 16))

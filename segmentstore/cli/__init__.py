@@ -2,9 +2,10 @@
 
 One module per command group (:mod:`.serve`, :mod:`.tier2`, :mod:`.bench`, :mod:`.spark`,
 :mod:`.drill`);
-each adds its parser and sets the function that runs it. This package alone may import
-``segmentstore.api`` and ``segmentstore.jobs``, and only lazily, so that ``segmentstore tier2
-cat`` never loads FastAPI or Spark. It alone reads the environment.
+each adds its parser and sets the function that runs it. It alone reads the environment.
+May import: ``config``, ``store``, ``tier2``, ``contracts``, ``vocabulary``, and lazily (so
+that ``segmentstore tier2 cat`` never loads FastAPI or Spark) ``api``, ``jobs``, ``cluster``,
+``bench`` and ``drill``.
 """
 
 from __future__ import annotations

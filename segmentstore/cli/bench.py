@@ -257,8 +257,8 @@ def _client(args: argparse.Namespace) -> int:
 def _spark(args: argparse.Namespace) -> int:
     use_this_python_for_spark_workers()
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines say nothing here
+    from segmentstore.bench import spark as spark_bench  # lazily, like every Spark import
     from segmentstore.bench.report import print_table, write_json
-    from segmentstore.jobs import bench as spark_bench  # lazily, like every Spark import
 
     rows = spark_bench.run(
         segments=args.segments,

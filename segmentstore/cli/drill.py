@@ -21,7 +21,7 @@ def add_command(commands: Any) -> None:
         help="load a deployment, break it, and prove nothing acknowledged was lost",
         description=__doc__.splitlines()[0] if __doc__ else None,
     )
-    where = drill.add_mutually_exclusive_group(required=True)
+    where = drill.add_mutually_exclusive_group()
     where.add_argument("--spawn", action="store_true", help="start a deployment in a temp dir")
     where.add_argument("--url", action="append", help="a running node's URL (repeatable)")
     drill.add_argument(
@@ -60,11 +60,12 @@ def add_command(commands: Any) -> None:
     drill.add_argument("--seed", type=int, default=1, help="chooses the faults and their moments")
     drill.add_argument(
         "--faults", default=None,
-        help="comma-separated kinds (default: all that apply): kill, container_restart,"
-        " tier2_outage, tier2_full, tier1_full, torn_tail, power_loss; a cluster's: kill,"
-        " node_pause, node_leave, jetstream_kill, container_restart, tier2_outage, and the"
-        " partitions jetstream_partition, node_partition, jetstream_isolation, one_way, delay;"
-        " --tier1 jetstream's: kill, container_restart, jetstream_power_loss",
+        help="comma-separated kinds (default: all the deployment has; see"
+        " `segmentstore drill --list-faults`)",
+    )  # fmt: skip
+    drill.add_argument(
+        "--list-faults", action="store_true",
+        help="print every fault kind, what it does and which deployments have it, and exit",
     )  # fmt: skip
     drill.add_argument("--segments", type=int, default=16)
     drill.add_argument("--writers", type=int, default=8)
@@ -94,15 +95,17 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from segmentstore.drill.deployment import Deployment, RunningDeployment, SpawnedDeployment
-    from segmentstore.drill.faults import (
-        CLUSTER_KINDS,
-        JETSTREAM_NODE_KINDS,
-        KINDS,
-        SINGLE_NODE_KINDS,
-    )
+    from segmentstore.drill.faults import FAULTS, kinds_for
     from segmentstore.drill.progress import DrillProgress
     from segmentstore.drill.runner import DrillOptions, run_drill
 
+    if args.list_faults:
+        for cls in FAULTS.values():
+            print(f"{cls.describe()} [{', '.join(sorted(cls.shapes))}]")
+        return 0
+    if not (args.spawn or args.url):
+        print("segmentstore drill: --spawn or --url is needed", file=sys.stderr)
+        return 2
     # One line per request (the drill's, and moto's) would bury the progress display.
     for chatty in ("httpx", "werkzeug"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
@@ -114,12 +117,13 @@ def run(args: argparse.Namespace) -> int:
     if jetstream_node and not args.spawn:
         print("segmentstore drill: --tier1 jetstream spawns its node (--spawn)", file=sys.stderr)
         return 2
-    default: tuple[str, ...] = CLUSTER_KINDS if args.nodes > 1 else SINGLE_NODE_KINDS
-    default = JETSTREAM_NODE_KINDS if jetstream_node else default
+    shape = "cluster" if args.nodes > 1 else "jetstream_node" if jetstream_node else "node"
+    shape = shape if args.spawn else "running"
+    default = kinds_for(shape)
     faults = default if args.faults is None else tuple(k.strip() for k in args.faults.split(","))
-    unknown = sorted(set(faults) - set(KINDS))
+    unknown = sorted(set(faults) - set(FAULTS))
     if unknown:
-        print(f"segmentstore drill: unknown fault kinds {unknown}; known: {list(KINDS)}",
+        print(f"segmentstore drill: unknown fault kinds {unknown}; known: {list(FAULTS)}",
               file=sys.stderr)  # fmt: skip
         return 2
     deployment: Deployment

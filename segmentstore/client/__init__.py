@@ -28,6 +28,7 @@ send it; for a merge whose source is missing it is still the target). The client
 httpx and :mod:`segmentstore.contracts` (errors, results, the event framing, the segment ->
 container mapping), nothing else of the server: importing it loads neither the store nor its
 backends, FastAPI or pydantic.
+May import: ``contracts``.
 """
 
 from segmentstore.client.async_client import AsyncSegmentStoreClient

@@ -25,9 +25,12 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
+from segmentstore.contracts.errors import leaf_error_classes
+
 from .reply import Answer
 
-RETRY_STATUSES = frozenset({429, 503})
+# The statuses of the errors that say "send it again later" (429 throttled, 503 unavailable).
+RETRY_STATUSES = frozenset(cls.status for cls in leaf_error_classes() if cls.retry_after)
 
 # Raised before a byte of the request left this process.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)

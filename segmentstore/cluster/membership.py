@@ -32,13 +32,13 @@ from collections.abc import Coroutine
 from typing import Any
 
 from segmentstore.cluster.assignment import assign
+from segmentstore.cluster.leases import ContainerLease, LeaseStore, Membership
 from segmentstore.cluster.secret import ClusterSecret
 from segmentstore.containers.failures import is_fenced
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.settings import Settings
 from segmentstore.store import SegmentStore
 from segmentstore.tier1 import DataLogError
-from segmentstore.tier1.leases import ContainerLease, LeaseStore, Membership
 
 log = logging.getLogger(__name__)
 
@@ -362,11 +362,9 @@ class ClusterMembership:
 
 def on_jetstream(store: SegmentStore, settings: Settings) -> ClusterMembership:
     """This node's membership, its leases kept beside its JetStream Tier 1."""
-    from segmentstore.containers.tier1_logs import jetstream_options
-    from segmentstore.tier1.jetstream.leases import JetStreamLeases
+    from segmentstore.cluster.jetstream_leases import JetStreamLeases
 
     cluster = settings.cluster
     secret = ClusterSecret(cluster.secret_bytes())
-    options = jetstream_options(settings.tier1.jetstream)
-    leases = JetStreamLeases(options, cluster.lease_ms, secret.leases)
+    leases = JetStreamLeases(settings.tier1.jetstream, cluster.lease_ms, secret.leases)
     return ClusterMembership(store, leases, cluster.node_id, cluster.advertise_url, secret)

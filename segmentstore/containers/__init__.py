@@ -6,6 +6,8 @@ Durable Log, read indexes and Storage Writer it is built from) and its states
 (:mod:`.status`), what a commit changes
 besides metadata (:mod:`.commit_effects`), and the retention enforcer (:mod:`.retention`); the
 segment -> container mapping is :mod:`segmentstore.contracts.mapping`.
-May import: every other core package, ``segmentstore.tier1``, ``tier2`` and ``cache``. Only the
-store (:mod:`segmentstore.store`) and the command line import this package.
+May import: the other core packages (``metadata``, ``logs``, ``reading``, ``writer``), the
+storage leaves (``tier1``, ``tier2``, ``cache``), ``contracts`` and ``vocabulary``. The store
+(:mod:`segmentstore.store`) builds the containers; the cluster's membership, the HTTP API (its
+container views) and the command line use them through it.
 """

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.data_dir import container_tier1_dir
-from segmentstore.settings import JetStreamSettings, Tier1Settings
+from segmentstore.settings import Tier1Settings
 from segmentstore.tier1 import DataLogError, DataLogWriteError, DurableDataLog
 from segmentstore.tier1.local import LocalDurableDataLog
 
@@ -22,31 +21,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _PATIENCE_S = 60.0  # how long a starting node waits for JetStream before it gives up
-
-
-def jetstream_options(settings: JetStreamSettings) -> JetStreamOptions:
-    # Imported here: nats-py comes with the `cluster` extra, which a local Tier 1 does not need.
-    from segmentstore.tier1.jetstream import JetStreamOptions
-
-    def path(value: Path | None) -> str | None:
-        return None if value is None else os.fspath(value)
-
-    return JetStreamOptions(
-        servers=settings.servers,
-        stream_prefix=settings.stream_prefix,
-        replicas=settings.replicas,
-        ack_timeout_ms=settings.ack_timeout_ms,
-        write_timeout_ms=settings.write_timeout_ms,
-        connect_timeout_ms=settings.connect_timeout_ms,
-        max_in_flight_bytes=settings.max_in_flight_bytes,
-        user=settings.user,
-        password=None if settings.password is None else settings.password.get_secret_value(),
-        token=None if settings.token is None else settings.token.get_secret_value(),
-        credentials_file=path(settings.credentials_file),
-        tls_ca_file=path(settings.tls_ca_file),
-        tls_cert_file=path(settings.tls_cert_file),
-        tls_key_file=path(settings.tls_key_file),
-    )
 
 
 def tier1_log(

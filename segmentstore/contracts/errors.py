@@ -1,4 +1,11 @@
-"""The one exception tree of the segment store; the HTTP layer maps it to statuses in one place.
+"""The one exception tree of the segment store: each error is declared here, once.
+
+An error's class carries everything said of it anywhere: its ``code`` on the wire, the HTTP
+``status`` it is answered with, whether a client should send the request again after a wait
+(``retry_after``), and its fields. The rest is derived from the classes: the HTTP answer
+(``api/errors.py``), the public exports (``segmentstore``), the client's exceptions and its
+retries (``segmentstore.client``), the error answers in the OpenAPI document, and the table
+of docs/api.md, which a test holds to them (tests/contracts/test_errors.py, as this tree).
 
     SegmentStoreError                      code (docs/api.md, Errors)
     ├── InvalidNameError                   invalid_name
@@ -41,7 +48,13 @@ from typing import Any, ClassVar
 
 
 class SegmentStoreError(Exception):
+    # The error's code on the wire, and the HTTP status it is answered with.
     code: ClassVar[str] = "internal"
+    status: ClassVar[int] = 500
+    # A client may send the request again once the wait the answer names has passed
+    # (``Retry-After``, and ``retry_after_ms`` where the error has it); nothing else is retried
+    # on its answer.
+    retry_after: ClassVar[bool] = False
     _field_names: ClassVar[tuple[str, ...]] = ()
     on_the_wire: ClassVar[bool] = True
 
@@ -56,22 +69,27 @@ class SegmentStoreError(Exception):
 
 class InvalidNameError(SegmentStoreError):
     code = "invalid_name"
+    status = 400
 
 
 class InvalidArgumentError(SegmentStoreError):
     code = "invalid_argument"
+    status = 400
 
 
 class UnauthorizedError(SegmentStoreError):
     code = "unauthorized"
+    status = 401
 
 
 class ForbiddenError(SegmentStoreError):
     code = "forbidden"
+    status = 403
 
 
 class SegmentNotFoundError(SegmentStoreError):
     code = "segment_not_found"
+    status = 404
 
     def __init__(self, name: str) -> None:
         super().__init__(f"segment {name!r} does not exist")
@@ -80,6 +98,7 @@ class SegmentNotFoundError(SegmentStoreError):
 
 class ContainerNotFoundError(SegmentStoreError):
     code = "container_not_found"
+    status = 404
 
     def __init__(self, container: int) -> None:
         super().__init__(f"container {container} is not served here")
@@ -90,6 +109,7 @@ class RequestTimeoutError(SegmentStoreError):
     """A request stopped arriving: nothing of it was applied."""
 
     code = "request_timeout"
+    status = 408
     _field_names = ("timeout_ms",)
 
     def __init__(self, timeout_ms: int) -> None:
@@ -102,6 +122,7 @@ class RequestTimeoutError(SegmentStoreError):
 
 class SegmentExistsError(SegmentStoreError):
     code = "segment_exists"
+    status = 409
 
     def __init__(self, name: str) -> None:
         super().__init__(f"segment {name!r} already exists")
@@ -110,6 +131,7 @@ class SegmentExistsError(SegmentStoreError):
 
 class SegmentSealedError(SegmentStoreError):
     code = "segment_sealed"
+    status = 409
 
     def __init__(self, name: str) -> None:
         super().__init__(f"segment {name!r} is sealed")
@@ -118,6 +140,7 @@ class SegmentSealedError(SegmentStoreError):
 
 class SegmentTruncatedError(SegmentStoreError):
     code = "segment_truncated"
+    status = 410
     _field_names = ("start_offset",)
 
     def __init__(self, name: str, start_offset: int) -> None:
@@ -128,6 +151,7 @@ class SegmentTruncatedError(SegmentStoreError):
 
 class BadOffsetError(SegmentStoreError):
     code = "bad_offset"
+    status = 412
     _field_names = ("expected_offset", "length")
 
     def __init__(self, name: str, expected_offset: int, length: int) -> None:
@@ -145,6 +169,7 @@ class WriterSeqMismatchError(SegmentStoreError):
     writer has applied nothing there). Nothing was appended."""
 
     code = "writer_seq_mismatch"
+    status = 412
     _field_names = ("writer_prev_seq", "last_writer_seq")
 
     def __init__(self, name: str, writer_prev_seq: int, last_writer_seq: int | None) -> None:
@@ -160,6 +185,7 @@ class WriterSeqMismatchError(SegmentStoreError):
 
 class BadAttributeUpdateError(SegmentStoreError):
     code = "bad_attribute_update"
+    status = 412
     _field_names = ("key",)
 
     def __init__(self, key: str, reason: str) -> None:
@@ -169,6 +195,7 @@ class BadAttributeUpdateError(SegmentStoreError):
 
 class PayloadTooLargeError(SegmentStoreError):
     code = "payload_too_large"
+    status = 413
     _field_names = ("limit",)
 
     def __init__(self, size: int, limit: int) -> None:
@@ -178,6 +205,7 @@ class PayloadTooLargeError(SegmentStoreError):
 
 class RequestHeaderTooLargeError(SegmentStoreError):
     code = "request_header_too_large"
+    status = 431
     _field_names = ("limit",)
 
     def __init__(self, limit: int) -> None:
@@ -187,6 +215,7 @@ class RequestHeaderTooLargeError(SegmentStoreError):
 
 class OffsetBeyondEndError(SegmentStoreError):
     code = "offset_beyond_end"
+    status = 416
     _field_names = ("offset", "length")
 
     def __init__(self, name: str, offset: int, length: int) -> None:
@@ -197,6 +226,7 @@ class OffsetBeyondEndError(SegmentStoreError):
 
 class EndOfSegmentError(SegmentStoreError):
     code = "end_of_segment"
+    status = 416
     _field_names = ("length",)
 
     def __init__(self, name: str, length: int) -> None:
@@ -206,10 +236,13 @@ class EndOfSegmentError(SegmentStoreError):
 
 class InvalidEventsError(SegmentStoreError):
     code = "invalid_events"
+    status = 422
 
 
 class ThrottledError(SegmentStoreError):
     code = "throttled"
+    status = 429
+    retry_after = True
     _field_names = ("retry_after_ms",)
 
     def __init__(self, reason: str, retry_after_ms: int) -> None:
@@ -219,6 +252,8 @@ class ThrottledError(SegmentStoreError):
 
 class ContainerUnavailableError(SegmentStoreError):
     code = "container_unavailable"
+    status = 503
+    retry_after = True
     _field_names = ("container", "retry_after_ms")
 
     def __init__(self, container: int, reason: str, retry_after_ms: int = 1000) -> None:
@@ -229,6 +264,7 @@ class ContainerUnavailableError(SegmentStoreError):
 
 class InsufficientStorageError(SegmentStoreError):
     code = "insufficient_storage"
+    status = 507
 
 
 class ContainerFailureError(SegmentStoreError):
@@ -259,6 +295,11 @@ class Tier2ReconciliationError(ContainerFailureError):
         self.name = name
         self.tier2_length = tier2_length
         self.length = length
+
+
+def public_error_classes() -> list[type[SegmentStoreError]]:
+    """The root and every leaf an answer can carry: what ``segmentstore`` exports."""
+    return [SegmentStoreError, *leaf_error_classes()]
 
 
 def leaf_error_classes() -> list[type[SegmentStoreError]]:

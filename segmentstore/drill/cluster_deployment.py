@@ -43,18 +43,17 @@ from typing import Any
 
 import httpx
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster, JetStreamNode
-from segmentstore.bench.store_nodes import StoreNode, StoreNodes
 from segmentstore.drill.deployment import flush_interval_ms
-from segmentstore.drill.moto_tier2 import URI as S3_URI
-from segmentstore.drill.moto_tier2 import MotoTier2
 from segmentstore.drill.network import DrillNetwork
 from segmentstore.drill.ownership import OwnershipSampler
 from segmentstore.drill.partitions import Partitions, fencing_lines
 from segmentstore.drill.spread import CLUSTER_URL, SpreadTransport
+from segmentstore.harness.jetstream_cluster import JetStreamCluster, JetStreamNode
+from segmentstore.harness.moto_s3 import URI as S3_URI
+from segmentstore.harness.moto_s3 import MotoTier2
+from segmentstore.harness.store_nodes import StoreNode, StoreNodes
 
 CONTAINERS = 6  # two per node of the documented three
-_NO_TMPFS = "a cluster's Tier 1 is JetStream, not a local disk"
 _SETTINGS = {
     "SEGMENTSTORE_STORAGE_WRITER__RETRY_MAX_MS": "1000",
     "SEGMENTSTORE_STORE__RECOVERY_RETRY_MIN_MS": "200",
@@ -66,6 +65,7 @@ _SETTINGS = {
 
 class SpawnedCluster:
     url = CLUSTER_URL
+    shape = "cluster"
 
     def __init__(
         self,
@@ -86,8 +86,7 @@ class SpawnedCluster:
         self.lease_ms = lease_ms
         self._settings = {**_SETTINGS, **(settings or {})}
         self._parent_env = parent_env  # the nodes' environment, less its segmentstore settings
-        self.unavailable = {"tier1_full": _NO_TMPFS, "torn_tail": _NO_TMPFS}
-        self.unavailable["tier2_full"] = "a cluster's Tier 2 is shared, not a small local disk"
+        self.unavailable: dict[str, str] = {}
         if tier2_kind != "s3":
             self.unavailable["tier2_outage"] = "only S3 (moto) can be taken away from every node"
         self._jetstream = JetStreamCluster(self.work_dir / "jetstream")
@@ -182,49 +181,63 @@ class SpawnedCluster:
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
-    async def break_(self, kind: str, rng: random.Random) -> str:
-        """Inject ``kind`` (``kill``, ``node_pause``, ``jetstream_kill``); what was hit."""
+    # -- the faults of its processes: each broken by one method, mended by another ----------
+
+    async def kill_node(self, rng: random.Random) -> str:
+        victim, held = await self._break_node(rng)
+        await asyncio.to_thread(victim.sigkill)
+        return held
+
+    async def stop_node(self, rng: random.Random) -> str:
+        """A graceful stop (SIGTERM): the node hands its containers over first."""
+        victim, held = await self._break_node(rng)
+        await asyncio.to_thread(victim.stop)
+        return held
+
+    async def restart_node(self) -> str:
+        """Start the node that was killed or stopped again; it rejoins."""
+        assert self.nodes is not None and self._broken_node is not None
+        self._down = set()
+        self.nodes.add(self._broken_node.node_id)
+        return "restarted"
+
+    async def pause_node(self, rng: random.Random) -> str:
+        victim, held = await self._break_node(rng)
+        victim.pause()
+        return held
+
+    async def resume_node(self) -> str:
+        assert self._broken_node is not None
+        self._down = set()
+        self._broken_node.resume()
+        return "woken up"
+
+    def paused_node_said(self) -> str:
+        """Once woken and settled: what the node that was paused logged on waking up."""
+        assert self._broken_node is not None
+        said = fencing_lines(self._broken_node) - self._fencing_before
+        return f"; on waking it logged {said} lost leases or fencings"
+
+    async def kill_jetstream_server(self, rng: random.Random) -> str:
+        self._broken_jetstream = rng.choice(self._jetstream.nodes)
+        await asyncio.to_thread(self._broken_jetstream.sigkill)
+        return f"JetStream {self._broken_jetstream.name}"
+
+    async def restart_jetstream_server(self) -> str:
+        assert self._broken_jetstream is not None
+        self._broken_jetstream.start()
+        await self._jetstream.ready()
+        return "restarted"
+
+    async def _break_node(self, rng: random.Random) -> tuple[StoreNode, str]:
+        """A live node picked to be broken, and what it held (for the note)."""
         assert self.nodes is not None
-        if kind == "jetstream_kill":
-            self._broken_jetstream = rng.choice(self._jetstream.nodes)
-            await asyncio.to_thread(self._broken_jetstream.sigkill)
-            return f"JetStream {self._broken_jetstream.name}"
         victim = rng.choice(self.nodes.live)
         held = await asyncio.to_thread(self._held_by, victim)
         self._broken_node = victim
         self._down = {victim.node_id}
         self._fencing_before = fencing_lines(victim)
-        if kind == "kill":
-            await asyncio.to_thread(victim.sigkill)
-        elif kind == "node_leave":
-            await asyncio.to_thread(victim.stop)
-        else:
-            victim.pause()
-        return f"{victim.node_id} (held containers {held})"
-
-    async def mend(self, kind: str) -> str:
-        """Undo the fault :meth:`break_` injected; what is worth noting about it."""
-        assert self.nodes is not None
-        if kind == "jetstream_kill":
-            assert self._broken_jetstream is not None
-            self._broken_jetstream.start()
-            await self._jetstream.ready()
-            return "restarted"
-        victim = self._broken_node
-        assert victim is not None
-        self._down = set()
-        if kind in ("kill", "node_leave"):
-            self.nodes.add(victim.node_id)
-            return "restarted"
-        victim.resume()
-        return "woken up"
-
-    def aftermath(self, kind: str) -> str:
-        """Once mended and settled: what the node that was paused said on waking up."""
-        if kind != "node_pause" or self._broken_node is None:
-            return ""
-        said = fencing_lines(self._broken_node) - self._fencing_before
-        return f"; on waking it logged {said} lost leases or fencings"
+        return victim, f"{victim.node_id} (held containers {held})"
 
     def stale_acknowledgements(self, answered_by: dict[str, Any]) -> list[str]:
         """Appends acknowledged by a node after another had taken its container over."""
@@ -238,14 +251,8 @@ class SpawnedCluster:
     def rss_bytes(self) -> int | None:
         return None  # a figure per node would not say which one a read was served by
 
-    # The single-node faults this deployment has (the others are in ``unavailable``).
+    # The effect of a fault it shares with a single node.
 
-    async def kill(self, rng: random.Random, torn_tail: bool) -> None:
-        raise RuntimeError("a cluster's kills are injected by break_ and mend")
-
-    async def tier2(self, fault: str, on: bool) -> None:
+    async def tier2_outage(self, on: bool) -> None:
         assert self._moto is not None
         await asyncio.to_thread(self._moto.stop if on else self._moto.start)
-
-    async def tier1_full(self, on: bool) -> None:
-        raise RuntimeError(self.unavailable["tier1_full"])

@@ -23,38 +23,27 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from segmentstore.drill.moto_tier2 import URI as S3_URI
-from segmentstore.drill.moto_tier2 import MotoTier2
-from segmentstore.drill.node import SpawnedNode
-from segmentstore.drill.partitions import PARTITION_KINDS
 from segmentstore.drill.power_loss import LazyDisks, cut_power
 from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
-
-# Faults only a spawned cluster has (cluster_deployment).
-CLUSTER_ONLY = {
-    kind: "only a spawned cluster (--nodes N) has it"
-    for kind in ("node_pause", "node_leave", "jetstream_kill", *PARTITION_KINDS)
-}
+from segmentstore.harness.moto_s3 import URI as S3_URI
+from segmentstore.harness.moto_s3 import MotoTier2
+from segmentstore.harness.store_node import SpawnedNode
 
 
 class Deployment(Protocol):
     url: str
-    # fault kind -> why it cannot be injected here
+    # what it is, for the faults it has (segmentstore.drill.faults.fault.SHAPES)
+    shape: str
+    # fault kind -> why it cannot be injected here, though deployments of its shape can have it
     unavailable: dict[str, str]
 
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
 
-    async def kill(self, rng: random.Random, torn_tail: bool) -> None:
-        """Kill the node (SIGKILL), optionally tear its Tier 1 tail, and have it come back."""
-        ...
-
-    async def tier2(self, fault: str, on: bool) -> None:
-        """Begin (``on``) or end a Tier 2 fault: ``tier2_outage`` or ``tier2_full``."""
-        ...
-
-    async def tier1_full(self, on: bool) -> None: ...
+    # Each fault's effect is a method of the deployments that have it: the fault asks for it
+    # by a protocol of its own (segmentstore.drill.faults), so a deployment lists none of the
+    # effects it lacks.
 
     def rss_bytes(self) -> int | None:
         """The node's resident memory, where the drill can see it."""
@@ -92,6 +81,8 @@ def node_settings(tier2_uri: str, tier2_options: dict[str, Any]) -> dict[str, An
 
 
 class SpawnedDeployment:
+    shape = "node"
+
     def __init__(
         self,
         tier2_kind: str,
@@ -102,7 +93,7 @@ class SpawnedDeployment:
         self._own_dir = work_dir is None
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="segmentstore-drill-"))
         self.tier2_kind = tier2_kind
-        self.unavailable: dict[str, str] = dict(CLUSTER_ONLY)
+        self.unavailable: dict[str, str] = {}
         # power_loss: the data and Tier 2 directories on lazyfs, over the small disks.
         self._lazy = LazyDisks(self.work_dir, fs_model) if power_loss else None
         if not power_loss:
@@ -178,28 +169,36 @@ class SpawnedDeployment:
     def node_urls(self) -> dict[str, str]:
         return {"node-1": self.url} if self.node is not None else {}
 
-    async def kill(self, rng: random.Random, torn_tail: bool) -> None:
+    async def kill(self, rng: random.Random) -> None:
         assert self.node is not None
         await asyncio.to_thread(self.node.sigkill)
-        if torn_tail:
-            await asyncio.to_thread(_tear_tail, self.node.data_dir, rng)
         self.node.start()
 
-    async def lose_power(self, kind: str, rng: random.Random) -> str:
+    async def kill_tearing_tail(self, rng: random.Random) -> None:
+        assert self.node is not None
+        await asyncio.to_thread(self.node.sigkill)
+        await asyncio.to_thread(_tear_tail, self.node.data_dir, rng)
+        self.node.start()
+
+    async def lose_power(self, rng: random.Random) -> str:
         """SIGKILL, and the loss of what the node's disks had not synced; then start it."""
         assert self.node is not None and self.node.proc is not None and self._lazy is not None
         note = await cut_power([self._lazy], [self.node.proc], rng)
         self.node.start()
         return note
 
-    async def tier2(self, fault: str, on: bool) -> None:
+    async def tier2_outage(self, on: bool) -> None:
         if self._moto is not None:
             await asyncio.to_thread(self._moto.stop if on else self._moto.start)
             return
         assert self._tier2_disk is not None
-        if fault == "tier2_outage":
-            await asyncio.to_thread(self._tier2_disk.set_read_only, on)
-        elif on:
+        await asyncio.to_thread(self._tier2_disk.set_read_only, on)
+
+    async def tier2_full(self, on: bool) -> None:
+        if self._moto is not None:
+            raise RuntimeError(self.unavailable["tier2_full"])
+        assert self._tier2_disk is not None
+        if on:
             await asyncio.to_thread(self._tier2_disk.fill)
         else:
             self._tier2_disk.make_room()
@@ -231,15 +230,13 @@ class RunningDeployment:
     through ``kill_cmd`` (``{node}`` is replaced by the node's host:port), after which the
     operator's orchestrator must bring the node back."""
 
+    shape = "running"
+
     def __init__(self, urls: list[str], kill_cmd: str | None) -> None:
         self.url = urls[0].rstrip("/")
         self._urls = urls
         self._kill_cmd = kill_cmd
-        self.unavailable = {
-            kind: "only a spawned deployment can have this fault"
-            for kind in ("tier2_outage", "tier2_full", "tier1_full", "torn_tail", "power_loss")
-        }
-        self.unavailable.update(CLUSTER_ONLY)
+        self.unavailable: dict[str, str] = {}
         if kill_cmd is None:
             self.unavailable["kill"] = "no --kill-cmd was given"
 
@@ -252,17 +249,11 @@ class RunningDeployment:
     def node_urls(self) -> dict[str, str]:
         return {url: url for url in self._urls}
 
-    async def kill(self, rng: random.Random, torn_tail: bool) -> None:
+    async def kill(self, rng: random.Random) -> None:
         assert self._kill_cmd is not None
         node = urlsplit(rng.choice(self._urls)).netloc
         command = self._kill_cmd.replace("{node}", shlex.quote(node))
         await asyncio.to_thread(subprocess.run, command, shell=True, check=False)
-
-    async def tier2(self, fault: str, on: bool) -> None:
-        raise RuntimeError(self.unavailable[fault])
-
-    async def tier1_full(self, on: bool) -> None:
-        raise RuntimeError(self.unavailable["tier1_full"])
 
     def rss_bytes(self) -> int | None:
         return None

@@ -21,15 +21,17 @@ import asyncio
 import random
 from pathlib import Path
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.drill.deployment import SpawnedDeployment, node_settings
-from segmentstore.drill.node import SpawnedNode
 from segmentstore.drill.power_loss import LazyDisks, cut_power
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.store_node import SpawnedNode
 
 _NOT_HERE = "this deployment's Tier 1 is JetStream and its Tier 2 a plain directory"
 
 
 class SpawnedJetStreamNode(SpawnedDeployment):
+    shape = "jetstream_node"
+
     def __init__(
         self,
         sync_interval: str | None = "always",
@@ -39,8 +41,6 @@ class SpawnedJetStreamNode(SpawnedDeployment):
         super().__init__("file", work_dir)
         self.sync_interval = sync_interval
         self.fs_model = fs_model
-        for kind in ("tier2_outage", "tier2_full", "tier1_full", "torn_tail", "power_loss"):
-            self.unavailable[kind] = _NOT_HERE
         self._lazy = LazyDisks(self.work_dir, fs_model)
         self._jetstream = JetStreamCluster(self.work_dir / "jetstream", sync_interval=sync_interval)
 
@@ -73,7 +73,10 @@ class SpawnedJetStreamNode(SpawnedDeployment):
         await asyncio.to_thread(self._jetstream.stop)
         await super().close()  # the lazyfs mounts, the directory
 
-    async def lose_power(self, kind: str, rng: random.Random) -> str:
+    async def lose_power(self, rng: random.Random) -> str:
+        raise RuntimeError(_NOT_HERE)
+
+    async def lose_jetstream_power(self, rng: random.Random) -> str:
         """All three JetStream servers lose power together and are started again; the node
         keeps running."""
         assert self._lazy is not None

@@ -28,8 +28,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster, JetStreamNode
-from segmentstore.bench.store_nodes import StoreNode, StoreNodes
+from segmentstore.harness.jetstream_cluster import JetStreamCluster, JetStreamNode
+from segmentstore.harness.store_nodes import StoreNode, StoreNodes
 
 CLIENT = "client"
 _GOSSIP = "gossip"  # the endpoint that dials the route URLs servers advertise: always refused

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from segmentstore.bench.store_nodes import StoreNodes
 from segmentstore.contracts.mapping import container_of
 from segmentstore.drill.load import AnsweredBy
+from segmentstore.harness.store_nodes import StoreNodes
 
 _SLACK_INTERVALS = 4
 

@@ -1,7 +1,8 @@
 """Network partitions of a spawned cluster: links cut, black-holed, made one-way or slowed down
 on the drill's switchboard (:mod:`.network`), held for longer than the lease, then healed.
 
-The kinds (each drawn by the seed: which node or server, how the link fails):
+The plans, one per partition fault (:mod:`segmentstore.drill.faults.partitions`), each drawn
+by the seed (which node or server, how the link fails):
 
 - ``jetstream_partition``: a node loses every JetStream server (refused or black hole), while
   clients and the other nodes still reach it. It can renew no lease, so within its lease it
@@ -37,16 +38,9 @@ from typing import Any
 
 import httpx
 
-from segmentstore.bench.store_nodes import StoreNode, StoreNodes, unsettled
 from segmentstore.drill.network import CLIENT, DrillNetwork
+from segmentstore.harness.store_nodes import StoreNode, StoreNodes, unsettled
 
-PARTITION_KINDS = (
-    "jetstream_partition",
-    "node_partition",
-    "jetstream_isolation",
-    "one_way",
-    "delay",
-)
 CUT_MODES = ("refused", "black_hole")
 _WATCH_EVERY_S = 0.1
 _SEGMENTS = "/v1/segments/"
@@ -71,7 +65,7 @@ class Held:
 
 
 @dataclass
-class _Plan:
+class Plan:
     what: str  # for the report
     links: list[tuple[str, str, dict[str, Any]]]  # (a, b, link state)
     lost_jetstream: StoreNode | None = None  # a node that can renew no lease while it lasts
@@ -84,16 +78,18 @@ class Partitions:
         self._nodes = nodes
         self._lease_s = lease_ms / 1000
 
-    async def inject(
+    async def hold(
         self,
         kind: str,
+        plan: Plan,
         rng: random.Random,
         hold_s: tuple[float, float],
         limit_s: float,
         probes: list[str],
         healed: Healed,
     ) -> Held:
-        plan = self._plan(kind, rng)
+        """Cut the links of ``plan``, hold them past the lease while watching the cluster,
+        heal them, and wait for the cluster to settle."""
         victim = plan.lost_jetstream
         held_before = await asyncio.to_thread(self._held_by, victim) if victim else []
         fencing_before = fencing_lines(victim) if victim else 0
@@ -149,7 +145,7 @@ class Partitions:
                 note += f"; it logged {said} lost leases or fencings"
         return Held(recovery_s, note, measures, problems)
 
-    def _late(self, kind: str, plan: _Plan, stopped: float | None, held_s: float) -> list[str]:
+    def _late(self, kind: str, plan: Plan, stopped: float | None, held_s: float) -> list[str]:
         """The node that lost JetStream must stop serving within its lease: before the lease
         it renewed last (at most a tick before the cut) expires and another node may take the
         container (the drill's polling adds up to a tenth of a second)."""
@@ -164,31 +160,38 @@ class Partitions:
 
     # -- what to break -----------------------------------------------------------------------
 
-    def _plan(self, kind: str, rng: random.Random) -> _Plan:
-        net = self._network
+    def _pick(self, rng: random.Random) -> tuple[StoreNode, list[str], dict[str, Any]]:
+        """A node, the other nodes, and how its links fail if cut."""
         node = rng.choice(self._nodes.live)
-        x = node.node_id
-        others = [n for n in net.nodes if n != x]
-        mode = rng.choice(CUT_MODES)
-        cut = {"mode": mode}
-        if kind == "jetstream_partition":
-            links = [(x, js, cut) for js in net.jetstream]
-            return _Plan(f"{x} cut off from JetStream ({mode})", links, node, True)
-        if kind == "node_partition":
-            return _Plan(
-                f"{x} cut off from the other nodes ({mode})", [(x, n, cut) for n in others]
-            )
-        if kind == "jetstream_isolation":
-            server = rng.choice(net.jetstream)
-            links = [(server, js, cut) for js in net.jetstream if js != server]
-            return _Plan(f"JetStream {server} cut off from the other servers ({mode})", links)
-        if kind == "one_way":
-            return self._one_way(rng, node, others)
-        if kind == "delay":
-            return self._delay(rng, node, others)
-        raise ValueError(f"not a partition: {kind}")
+        others = [n for n in self._network.nodes if n != node.node_id]
+        return node, others, {"mode": rng.choice(CUT_MODES)}
 
-    def _one_way(self, rng: random.Random, node: StoreNode, others: list[str]) -> _Plan:
+    def cut_from_jetstream(self, rng: random.Random) -> Plan:
+        node, _, cut = self._pick(rng)
+        links = [(node.node_id, js, cut) for js in self._network.jetstream]
+        return Plan(f"{node.node_id} cut off from JetStream ({cut['mode']})", links, node, True)
+
+    def cut_from_nodes(self, rng: random.Random) -> Plan:
+        node, others, cut = self._pick(rng)
+        what = f"{node.node_id} cut off from the other nodes ({cut['mode']})"
+        return Plan(what, [(node.node_id, n, cut) for n in others])
+
+    def isolate_jetstream_server(self, rng: random.Random) -> Plan:
+        _, _, cut = self._pick(rng)
+        jetstream = self._network.jetstream
+        server = rng.choice(jetstream)
+        links = [(server, js, cut) for js in jetstream if js != server]
+        return Plan(f"JetStream {server} cut off from the other servers ({cut['mode']})", links)
+
+    def one_way(self, rng: random.Random) -> Plan:
+        node, others, _ = self._pick(rng)
+        return self._one_way(rng, node, others)
+
+    def delay(self, rng: random.Random) -> Plan:
+        node, others, _ = self._pick(rng)
+        return self._delay(rng, node, others)
+
+    def _one_way(self, rng: random.Random, node: StoreNode, others: list[str]) -> Plan:
         net, x = self._network, node.node_id
         server = rng.choice(net.jetstream)
         variants = {
@@ -206,7 +209,7 @@ class Partitions:
         what = rng.choice(sorted(variants))
         pairs, senders = variants[what]
         links = [(a, b, {"held_from": senders}) for a, b in pairs]
-        plan = _Plan(f"held one way: {what}", links)
+        plan = Plan(f"held one way: {what}", links)
         if what.endswith("-> JetStream") or what.startswith("JetStream ->"):
             # Either way it renews nothing; only when its requests are what is lost do the
             # others also see its node entry expire and take its containers at once.
@@ -214,7 +217,7 @@ class Partitions:
             plan.expect_takeover = what.endswith("-> JetStream")
         return plan
 
-    def _delay(self, rng: random.Random, node: StoreNode, others: list[str]) -> _Plan:
+    def _delay(self, rng: random.Random, node: StoreNode, others: list[str]) -> Plan:
         net, x = self._network, node.node_id
         delay_ms = round(math.exp(rng.uniform(math.log(20), math.log(self._lease_s * 500))))
         server = rng.choice(net.jetstream)
@@ -228,7 +231,7 @@ class Partitions:
         }
         what = rng.choice(sorted(variants))
         links = [(a, b, {"delay_ms": delay_ms}) for a, b in variants[what]]
-        return _Plan(f"{delay_ms} ms added each way: {what}", links)
+        return Plan(f"{delay_ms} ms added each way: {what}", links)
 
     def _unserved(self) -> list[int]:
         """Containers no node says it serves, asking each directly (a node that does not

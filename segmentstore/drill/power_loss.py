@@ -15,20 +15,11 @@ import random
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from segmentstore.drill.lazyfs import FuseUnavailable, LazyMount
 
 _MAX_HOLD_S = 0.5
-
-
-@runtime_checkable
-class LosesPower(Protocol):
-    """A deployment that can lose power (``power_loss``, ``jetstream_power_loss``)."""
-
-    async def lose_power(self, kind: str, rng: random.Random) -> str:
-        """Inject the loss, start what it stopped again; what was lost (the note)."""
-        ...
 
 
 class LazyDisks:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import httpx
 
 from segmentstore.drill.deployment import Deployment
-from segmentstore.drill.faults import KINDS, Cluster, FaultInjector, find_probes
+from segmentstore.drill.faults import KINDS, FaultContext, fault_class, find_probes
+from segmentstore.drill.faults.context import Cluster
 from segmentstore.drill.ledger import Verdict
 from segmentstore.drill.load import Load, answered
 from segmentstore.drill.report import DrillReport, FaultRecord
@@ -58,8 +59,9 @@ async def run_drill(
 ) -> DrillReport:
     report = DrillReport(seed=options.seed, max_recovery_s=options.max_recovery_s)
     rng = random.Random(options.seed)
-    kinds = [k for k in options.faults if k not in deployment.unavailable]
-    report.skipped = {k: deployment.unavailable[k] for k in options.faults if k not in kinds}
+    reasons = {kind: fault_class(kind).unavailable(deployment) for kind in options.faults}
+    kinds = [kind for kind, reason in reasons.items() if reason is None]
+    report.skipped = {kind: reason for kind, reason in reasons.items() if reason is not None}
     try:
         await deployment.start()  # inside: a drill stopped while it starts stops what started
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
@@ -97,8 +99,8 @@ async def _drill(
     await load.create_segments()
     containers = (await answered(client, "GET", "/v1/containers")).json()["containers"]
     probes = await find_probes(client, len(containers))
-    injector = FaultInjector(
-        deployment, client, probes, rng, options.hold_s, options.max_recovery_s
+    context = FaultContext(
+        deployment, client, probes, rng, options.hold_s, options.max_recovery_s, names
     )
     sampler = ResourceSampler(deployment.node_urls, options.sample_s)
     started = time.monotonic()
@@ -122,7 +124,7 @@ async def _drill(
             kind = first_round.pop() if first_round else rng.choice(kinds)
             at_s = time.monotonic() - started
             progress(f"fault {kind}", _snapshot(report, load), at_s)
-            outcome = await injector.inject(kind, names)
+            outcome = await fault_class(kind)(context).run()
             report.faults.append(
                 FaultRecord(
                     kind, round(at_s, 2), outcome.recovery_s, outcome.note, outcome.measures

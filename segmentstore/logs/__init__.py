@@ -5,6 +5,6 @@ Owns: the operations (:mod:`.operations`, :mod:`.metadata_operations`, their wir
 them durable (:mod:`.durable_log`) and the interface a container holds it by
 (:mod:`.operation_log`), what Tier 1 must still keep (:mod:`.tier1_retention`), and
 the replay that rebuilds metadata from Tier 1 (:mod:`.recovery`).
-May import: :mod:`segmentstore.metadata`, the public surface's vocabulary and
-``segmentstore.tier1``; never ``reading``, ``writer`` or ``containers``.
+May import: ``metadata``, ``contracts``, ``vocabulary`` and ``tier1``; never ``reading``,
+``writer`` or ``containers``.
 """

@@ -4,7 +4,6 @@ Owns: the per-segment read index (:mod:`.read_index`) over an AVL tree (:mod:`.a
 :mod:`.avl_nodes`), the cache manager that shares one bounded cache between containers
 (:mod:`.cache_manager`), reads that miss the cache and go to Tier 2 (:mod:`.tier2_reads`),
 and questions about append times (:mod:`.time_lookup`, for ``:offsetAt`` and retention).
-May import: :mod:`segmentstore.metadata`, :mod:`segmentstore.logs` (the operations it indexes),
-the public surface's vocabulary, ``segmentstore.cache`` and ``segmentstore.tier2``; never
-``writer`` or ``containers``.
+May import: ``metadata``, ``logs`` (the operations it indexes), ``contracts``, ``vocabulary``,
+``cache`` and ``tier2``; never ``writer`` or ``containers``.
 """

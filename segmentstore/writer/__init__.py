@@ -3,6 +3,6 @@
 Owns: the interface a container holds it by (:mod:`.writer`), the writer's loop and what it
 tells the container (:mod:`.storage_writer`) and the steps
 that bring one segment's Tier 2 copy up to date (:mod:`.segment_flusher`).
-May import: :mod:`segmentstore.metadata`, :mod:`segmentstore.logs` (the operations it flushes),
-the public surface's vocabulary and ``segmentstore.tier2``; never ``reading`` or ``containers``.
+May import: ``metadata``, ``logs`` (the operations it flushes), ``contracts``, ``vocabulary``
+and ``tier2``; never ``reading`` or ``containers``.
 """

@@ -11,15 +11,16 @@ producer's records are in the order it wrote them.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from served_store import ServedStore
 
 from segmentstore.client import AsyncSegmentStoreClient, EventReader, EventWriter, RetryPolicy
+from segmentstore.harness.served_store import ServedStore
 
 from .conftest import FlakyProxy
 
@@ -31,7 +32,7 @@ PRODUCERS = 16
 
 async def test_kill_9_under_an_event_writer_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    server = ServedStore(data_dir, tmp_path / "serve-1.log")
+    server = ServedStore(data_dir, tmp_path / "serve-1.log", environ=os.environ)
     proxy: FlakyProxy | None = None
     try:
         server.wait_ready(60)
@@ -70,7 +71,7 @@ async def test_kill_9_under_an_event_writer_loses_and_duplicates_nothing(tmp_pat
                 written_before_kill = sum(len(v) for v in acknowledged.values())
                 await asyncio.to_thread(server.sigkill)
                 await asyncio.sleep(0.5)
-                server = ServedStore(data_dir, tmp_path / "serve-2.log")
+                server = ServedStore(data_dir, tmp_path / "serve-2.log", environ=os.environ)
                 await asyncio.to_thread(server.wait_ready, 60)
                 assert server.port is not None
                 proxy.upstream_port = server.port

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from store_cluster import StoreCluster
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 S3_CREDENTIALS = {"access_key": "testing", "secret_key": "testing", "region": "us-east-1"}
 

@@ -17,9 +17,9 @@ from cluster_load import ClusterWriters, read_whole
 from recorded_writes import RecordedWrites
 from store_cluster import StoreCluster
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.client import AsyncSegmentStoreClient, EventWriter
 from segmentstore.contracts.mapping import container_of
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 

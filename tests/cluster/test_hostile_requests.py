@@ -15,8 +15,8 @@ import pytest
 from raw_http import answer, connect, head, open_sockets, resident_bytes, wait_sockets_at_most
 from store_cluster import StoreCluster
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.contracts.mapping import container_of
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 

@@ -37,9 +37,9 @@ from secured_nats import (
 )
 from store_cluster import StoreCluster
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.client import SegmentStoreClient
 from segmentstore.contracts.mapping import container_of
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 

@@ -17,7 +17,7 @@ import nats
 import pytest
 from doc_blocks import REPO, blocks
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster, JetStreamNode
+from segmentstore.harness.jetstream_cluster import JetStreamCluster, JetStreamNode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from drill_cli import run_drill
 
-from segmentstore.drill.partitions import PARTITION_KINDS
+from segmentstore.drill.faults import PARTITION_KINDS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 

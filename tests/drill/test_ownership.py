@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from segmentstore.bench.store_nodes import StoreNodes
 from segmentstore.contracts.mapping import container_of
 from segmentstore.drill.ownership import Claim, OwnershipSampler
+from segmentstore.harness.store_nodes import StoreNodes
 
 CONTAINERS = 4
 SEGMENT = "drill/segment-000"

@@ -4,6 +4,7 @@ restart after it."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import time
@@ -11,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from served_store import ServedStore
 from store_checks import stored_segment
 
 from segmentstore.client import SegmentStoreClient
+from segmentstore.harness.served_store import ServedStore
 from segmentstore.tier2 import FileChunkStorage, ManifestStore
 
 pytestmark = pytest.mark.integration
@@ -38,7 +39,7 @@ def start(
 ) -> ServedStore:
     settings = {**SETTINGS, "SEGMENTSTORE_TIER2__URI": tier2.as_uri()}
     log_path = data.parent / f"serve-{len(servers)}.log"
-    server = ServedStore(data, log_path, settings, list(args))
+    server = ServedStore(data, log_path, settings, list(args), environ=os.environ)
     servers.append(server)
     if ready:
         server.wait_ready(STARTUP_TIMEOUT_S)

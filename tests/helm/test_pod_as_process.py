@@ -16,9 +16,9 @@ import pytest
 import yaml
 from helm_chart import render, start_pod, stop_gracefully
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.client import SegmentStoreClient
 from segmentstore.contracts.errors import SegmentStoreError
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 pytestmark = [pytest.mark.integration]
 

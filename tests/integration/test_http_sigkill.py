@@ -33,10 +33,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from served_store import ServedStore
 
 from segmentstore.client import AsyncSegmentStoreClient, RetryPolicy, SegmentStoreClient
 from segmentstore.contracts.errors import SegmentExistsError
+from segmentstore.harness.served_store import ServedStore
 
 from .crash_writer import RecordError, decode_record, encode_record
 
@@ -100,7 +100,9 @@ def servers(tmp_path: Path) -> Iterator[list[ServedStore]]:
 
 
 def _start(servers: list[ServedStore], data_dir: Path, number: int) -> ServedStore:
-    server = ServedStore(data_dir, data_dir.parent / f"serve-{number}.log", SETTINGS)
+    server = ServedStore(
+        data_dir, data_dir.parent / f"serve-{number}.log", SETTINGS, environ=os.environ
+    )
     servers.append(server)
     server.wait_ready(STARTUP_TIMEOUT_S)
     return server

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from served_store import ServedStore
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.served_store import ServedStore
 
 WRITERS = 8
 
@@ -127,6 +127,7 @@ async def test_appends_survive_jetstream_node_kills_with_503s_in_the_stall(
             "SEGMENTSTORE_TIER1__JETSTREAM__ACK_TIMEOUT_MS": "2000",
             "SEGMENTSTORE_STORE__CONTAINERS": "1",
         },
+        environ=os.environ,
     )
     try:
         await asyncio.to_thread(served.wait_ready, 60)

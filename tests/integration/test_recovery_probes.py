@@ -10,15 +10,16 @@ listed, a request to a recovering container is ``503 container_unavailable`` wit
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from served_store import ServedStore
 
 from segmentstore import SegmentStore
 from segmentstore.contracts.mapping import container_of
+from segmentstore.harness.served_store import ServedStore
 
 SEGMENT = "probes/long-tail"
 HOME = container_of(SEGMENT, 4)
@@ -46,7 +47,7 @@ async def _fill(data_dir: Path) -> int:
 def test_probes_answer_while_containers_recover(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     length = asyncio.run(_fill(data_dir))
-    served = ServedStore(data_dir, tmp_path / "serve.log")
+    served = ServedStore(data_dir, tmp_path / "serve.log", environ=os.environ)
     try:
         assert served._port_known.wait(TIMEOUT_S) and served.port, served.log()
         seen: dict[str, object] = {}

@@ -22,7 +22,7 @@ from store_checks import flush, read_all, stored_segment
 from tier2_cli import parse_ls, run_tier2_cli, wait_until
 
 from segmentstore import ContainerUnavailableError, SegmentStore, Settings
-from segmentstore.drill.moto_tier2 import MotoTier2
+from segmentstore.harness.moto_s3 import MotoTier2
 from segmentstore.tier2 import (
     ChunkStorage,
     SegmentManifest,

@@ -22,10 +22,10 @@ import httpx
 import pytest
 import uvicorn
 from readiness import wait_ready
-from served_store import ServedStore
 
 from segmentstore import SegmentStore
 from segmentstore.api.server import server_config, serving_app
+from segmentstore.harness.served_store import ServedStore
 
 KiB = 1024
 # Small chunks and quick flushes: a few KiB of events already span several chunks.
@@ -134,7 +134,9 @@ SERVED_SETTINGS = {
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[ServedStore]:
     """``segmentstore serve`` as a process of its own over ``tmp_path/data``."""
-    server = ServedStore(tmp_path / "data", tmp_path / "serve.log", SERVED_SETTINGS)
+    server = ServedStore(
+        tmp_path / "data", tmp_path / "serve.log", SERVED_SETTINGS, environ=os.environ
+    )
     try:
         server.wait_ready(120)
         yield server

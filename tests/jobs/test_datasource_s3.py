@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from moto.server import ThreadedMotoServer
 
 from segmentstore import Settings
+from segmentstore.harness.moto_s3 import MotoServer
 from segmentstore.tier2 import open_chunk_storage
 
 from .conftest import events_of, frame, http_events, scan, serve_store, wait_until
@@ -25,13 +25,8 @@ CREDENTIALS = {"access_key": "testing", "secret_key": "testing", "region": "us-e
 
 @pytest.fixture
 def s3_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with MotoServer() as server:
+        yield server.endpoint
 
 
 def test_the_data_source_reads_s3_through_its_options(

@@ -27,8 +27,8 @@ from pathlib import Path
 import httpx
 import pytest
 from doc_blocks import Block, blocks
-from served_store import ServedStore
 
+from segmentstore.harness.served_store import ServedStore
 from segmentstore.jobs.standalone import StandaloneCluster
 from segmentstore.loopback import free_port
 
@@ -63,7 +63,7 @@ def keyed(key: bytes, value: bytes) -> bytes:
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
     root = tmp_path_factory.mktemp("docs-node")
     settings = {"SEGMENTSTORE_STORAGE_WRITER__FLUSH_INTERVAL_MS": "200"}
-    server = ServedStore(root / "data", root / "serve.log", settings)
+    server = ServedStore(root / "data", root / "serve.log", settings, environ=os.environ)
     rng = random.Random(61)
     events = {}
     try:

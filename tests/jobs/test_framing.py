@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from segmentstore.jobs.bench import pyarrow_scan, write_data
+from segmentstore.bench.spark import pyarrow_scan, write_data
 from segmentstore.jobs.errors import BrokenFramingError
 from segmentstore.jobs.framing import HEADER, events_batch, walk_events
 from segmentstore.jobs.schema import EVENTS_SCHEMA

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from moto.server import ThreadedMotoServer
 
+from segmentstore.harness.moto_s3 import MotoServer
 from segmentstore.jobs.compact import compact_events
 from segmentstore.jobs.export import export_events
 from segmentstore.jobs.progress import Progress
@@ -57,11 +57,8 @@ def cluster() -> Iterator[StandaloneCluster]:
 @pytest.fixture(scope="module")
 def s3_tier2() -> Iterator[tuple[str, dict[str, str]]]:
     """Three segments of keyed events, in 16 KiB chunks, in a bucket on moto's S3 server."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        options = {"endpoint_url": f"http://{host}:{port}", **CREDENTIALS}
+    with MotoServer() as server:
+        options = {"endpoint_url": server.endpoint, **CREDENTIALS}
         uri = f"s3://cluster-tier2/{uuid.uuid4().hex}"
         storage = open_chunk_storage(uri, options={**options, "create_bucket": True})
         rng = random.Random(20)
@@ -83,8 +80,6 @@ def s3_tier2() -> Iterator[tuple[str, dict[str, str]]]:
         finally:
             storage.close()
         yield uri, options
-    finally:
-        server.stop()
 
 
 def python_without_the_project(where: Path) -> str:

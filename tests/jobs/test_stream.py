@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from served_store import ServedStore
+
+from segmentstore.harness.served_store import ServedStore
 
 from .conftest import Event, frame, http_events, wait_until
 from .test_datasource import random_events

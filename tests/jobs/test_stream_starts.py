@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from served_store import ServedStore
 
+from segmentstore.harness.served_store import ServedStore
 from segmentstore.jobs.schema import EVENTS_DDL
 
 from .conftest import Event, http_events, wait_until

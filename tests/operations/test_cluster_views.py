@@ -32,7 +32,7 @@ from prometheus_server import DASHBOARD, JOB, REPO, PrometheusServer
 from selenium import webdriver
 from store_cluster import StoreCluster
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.slow]
 

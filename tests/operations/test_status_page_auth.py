@@ -5,6 +5,7 @@ it shows the store, and forgetting the token takes it all off the page again."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 
 import httpx
@@ -12,7 +13,8 @@ import pytest
 from browser import read_page, wait_until
 from selenium import webdriver
 from selenium.webdriver.common.by import By
-from served_store import ServedStore
+
+from segmentstore.harness.served_store import ServedStore
 
 pytestmark = [pytest.mark.integration]
 
@@ -24,7 +26,10 @@ SEGMENT = "secret/plans/0"
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedStore]:
     root = tmp_path_factory.mktemp("secured-node")
     served = ServedStore(
-        root / "data", root / "serve.log", {"SEGMENTSTORE_AUTH__TOKENS": json.dumps(TOKENS)}
+        root / "data",
+        root / "serve.log",
+        {"SEGMENTSTORE_AUTH__TOKENS": json.dumps(TOKENS)},
+        environ=os.environ,
     )
     try:
         served.wait_ready(60)

@@ -21,7 +21,7 @@ import pytest
 from prometheus_server import JOB, PrometheusServer
 
 from segmentstore.drill.deployment import SpawnedDeployment
-from segmentstore.drill.faults import FaultInjector, find_probes
+from segmentstore.drill.faults import FaultContext, fault_class, find_probes
 from segmentstore.drill.load import Load
 from segmentstore.drill.verify import verify_all
 
@@ -41,8 +41,8 @@ class WatchedDeployment(SpawnedDeployment):
         super().__init__(tier2_kind, work_dir)
         self.tier2_changes: list[tuple[bool, float]] = []
 
-    async def tier2(self, fault: str, on: bool) -> None:
-        await super().tier2(fault, on)
+    async def tier2_outage(self, on: bool) -> None:
+        await super().tier2_outage(on)
         self.tier2_changes.append((on, time.monotonic()))
 
 
@@ -91,10 +91,10 @@ async def test_a_tier2_outage_fires_the_lag_alert_which_resolves_after_it(
             load.start()
             try:
                 await asyncio.sleep(4)  # steady load, scraped: Tier 2 keeps up
-                injector = FaultInjector(
-                    deployment, client, probes, random.Random(29), (OUTAGE_S, OUTAGE_S), 60
+                context = FaultContext(
+                    deployment, client, probes, random.Random(29), (OUTAGE_S, OUTAGE_S), 60, names
                 )
-                outcome = await injector.inject("tier2_outage", names)
+                outcome = await fault_class("tier2_outage")(context).run()
                 healed = time.monotonic()
                 assert outcome.recovery_s is not None, outcome.note
                 # Resolved while the node is still up and scraped, not by its series ending.

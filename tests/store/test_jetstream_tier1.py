@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from segmentstore import InvalidArgumentError, SegmentStore, SegmentStoreError
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.cli.serve import add_command
 from segmentstore.config import load_settings
 from segmentstore.containers.status import ContainerStatus
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 _PREFIXES = itertools.count()
 

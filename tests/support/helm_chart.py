@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 import yaml
 from one_at_a_time import one_at_a_time
-from served_store import ServedStore
+
+from segmentstore.harness.served_store import ServedStore
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "segmentstore"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from certificates import certificates
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster, JetStreamNode
+from segmentstore.harness.jetstream_cluster import JetStreamCluster, JetStreamNode
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "nats-auth.md"
 PASSWORDS = {

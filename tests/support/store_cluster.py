@@ -4,16 +4,17 @@ nodes: each node a :class:`~served_store.ServedStore`, all sharing one JetStream
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from served_store import ServedStore
 
-from segmentstore.bench.store_nodes import unsettled
 from segmentstore.cluster.secret import ClusterSecret
+from segmentstore.harness.served_store import ServedStore
+from segmentstore.harness.store_nodes import unsettled
 
 # Short enough that a takeover test takes seconds, as long as the one the cluster documents.
 LEASE_MS = 5_000
@@ -54,7 +55,9 @@ class StoreCluster:
             "--containers", str(self.containers), "--cluster", "--node-id", node_id,
             "--log-level", "info",
         ]  # fmt: skip
-        node = ServedStore(self.root / node_id, self.root / f"{node_id}.log", settings, args)
+        node = ServedStore(
+            self.root / node_id, self.root / f"{node_id}.log", settings, args, environ=os.environ
+        )
         self.nodes[node_id] = node
         return node
 
@@ -74,7 +77,7 @@ class StoreCluster:
 
     def wait_settled(self, timeout_s: float = 90, nodes: int | None = None) -> float:
         """Until the live nodes (``nodes`` of them, if given) have settled
-        (:func:`~segmentstore.bench.store_nodes.unsettled`): every container held by a live
+        (:func:`~segmentstore.harness.store_nodes.unsettled`): every container held by a live
         node, each holding its share; the seconds it took."""
         started = time.monotonic()
         while (why := self._unsettled(nodes)) is not None:

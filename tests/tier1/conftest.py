@@ -22,7 +22,7 @@ from loop_checks import every_exception_retrieved
 from memory_tier1 import InMemoryDataLog, InMemoryTier1
 from nats.js.errors import NotFoundError
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1 import DurableDataLog, LocalDurableDataLog
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
 

@@ -10,8 +10,8 @@ import itertools
 
 import pytest
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
 from segmentstore.drill.network import DrillNetwork
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ import nats
 import pytest
 from nats.js.api import StorageType, StreamConfig
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1 import DataLogError, DataLogFencedError, LogRecord
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions, wire
 

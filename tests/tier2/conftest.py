@@ -17,28 +17,12 @@ import pytest
 from fault_injection import FaultInjector
 from flaky_tier2 import FlakyChunkStorage
 from memory_tier2 import InMemoryTier2
-from moto.server import ThreadedMotoServer
 
+from segmentstore.harness.moto_s3 import MotoServer
 from segmentstore.tier2 import ChunkStorage, Tier2UnavailableError, open_chunk_storage
 
 BUCKET = "tier2-tests"
 FAKE_CREDENTIALS = {"access_key": "testing", "secret_key": "testing", "region": "us-east-1"}
-
-
-class MotoServer:
-    """A moto S3 server on a free port of 127.0.0.1."""
-
-    def __init__(self) -> None:
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self.endpoint = f"http://{host}:{port}"
-        self._running = True
-
-    def stop(self) -> None:
-        if self._running:
-            self._running = False
-            self._server.stop()
 
 
 def s3_options(endpoint: str, **overrides: Any) -> dict[str, Any]:

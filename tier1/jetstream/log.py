@@ -368,6 +368,8 @@ async def connect(options: JetStreamOptions, name: str) -> Client:
         tls = ssl.create_default_context(cafile=options.tls_ca_file)
         if options.tls_cert_file:
             tls.load_cert_chain(options.tls_cert_file, options.tls_key_file)
+    password, token = options.password, options.token
+    credentials = options.credentials_file
 
     async def quiet(error: Exception) -> None:
         # Disconnections come and go and are retried; a server that refuses what this node
@@ -386,9 +388,9 @@ async def connect(options: JetStreamOptions, name: str) -> Client:
         reconnect_time_wait=0.2,
         error_cb=quiet,
         user=options.user,
-        password=options.password,
-        token=options.token,
-        user_credentials=options.credentials_file,
+        password=None if password is None else password.get_secret_value(),
+        token=None if token is None else token.get_secret_value(),
+        user_credentials=None if credentials is None else str(credentials),
         tls=tls,
         name=name,
     )

@@ -7,6 +7,7 @@ and on a simulated power loss keeps or drops each of them at random from a seed 
 replays), per file and per operation; the mount then shows only what survived. Which sync
 makes a name durable is the model's choice (:mod:`.unsynced_names`): ``strict`` POSIX by
 default, where only an ``fsync`` of the directory does.
+May import: nothing of the project.
 """
 
 from segmentstore.drill.lazyfs.kernel import FuseUnavailable

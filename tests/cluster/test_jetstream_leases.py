@@ -13,17 +13,24 @@ from collections.abc import AsyncIterator, Callable
 
 import nats
 import pytest
+from loop_checks import every_exception_retrieved
 
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
+from segmentstore.cluster.jetstream_leases import JetStreamLeases
+from segmentstore.cluster.lease_watch import CONSUMER_IDLE_S, RESYNC_S
+from segmentstore.cluster.leases import ContainerLease, Membership
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
-from segmentstore.tier1.jetstream.lease_watch import CONSUMER_IDLE_S, RESYNC_S
-from segmentstore.tier1.jetstream.leases import JetStreamLeases
-from segmentstore.tier1.leases import ContainerLease, Membership
 from segmentstore.tier1.signing import Signer
 
 _PREFIXES = itertools.count()
 LEASE_MS = 1_000
 SECRET = b"the tests' cluster secret"
+
+
+@pytest.fixture(autouse=True)
+async def _every_exception_retrieved() -> AsyncIterator[None]:
+    async with every_exception_retrieved():
+        yield
 
 
 @pytest.fixture

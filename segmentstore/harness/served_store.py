@@ -1,4 +1,5 @@
-"""``segmentstore serve`` as a child process on a free loopback port, for tests that kill it.
+"""``segmentstore serve`` (or any HTTP server of the project) as a child process on a free
+loopback port, for the tests and benchmarks that kill it or measure it.
 
 The server is asked for port 0 and the port the kernel gave it is read from uvicorn's
 "Uvicorn running on" line, so no free port is guessed and raced for. Its log goes to a file
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +25,25 @@ REPO = Path(__file__).resolve().parents[2]
 _RUNNING_ON = re.compile(r"(?:Uvicorn running on|listening on) (https?)://127\.0\.0\.1:(\d+)")
 
 
+def child_environment(
+    environ: Mapping[str, str], settings: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``environ`` less its segment store settings (a child gets the defaults of ``segmentstore
+    serve``, not this shell's), the clone on its ``PYTHONPATH``, and ``settings`` on top."""
+    env = {k: v for k, v in environ.items() if not k.startswith("SEGMENTSTORE_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env.update(settings or {})
+    return env
+
+
 class ServedStore:
     """One ``segmentstore serve`` process over ``data_dir``; ``settings`` become
     ``SEGMENTSTORE_<SECTION>__<KEY>`` variables and ``args`` more flags of ``serve``.
 
+    ``environ`` is the environment it starts from, less its segment store settings.
     :meth:`launch` starts a server from a command line and environment given whole (a pod's,
-    as a Helm chart renders it); that server must listen on 127.0.0.1."""
+    as a Helm chart renders it, or a benchmark's baseline); that server must listen on
+    127.0.0.1."""
 
     def __init__(
         self,
@@ -36,10 +51,10 @@ class ServedStore:
         log_path: Path,
         settings: dict[str, str] | None = None,
         args: list[str] | None = None,
+        *,
+        environ: Mapping[str, str],
     ) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENTSTORE_")}
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-        env.update(settings or {})
+        env = child_environment(environ, settings)
         command = [sys.executable, "-m", "segmentstore.cli", "serve", "--data-dir", str(data_dir)]
         command += ["--host", "127.0.0.1", "--port", "0", *(args or [])]
         self._start(command, env, REPO, log_path)
@@ -117,6 +132,16 @@ class ServedStore:
                     pass
                 time.sleep(0.05)
         raise RuntimeError(f"the server was not ready in {timeout_s} s:\n{self.log()}")
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user and system, every thread) the server has used so far; NaN where
+        there is no ``/proc``."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def sigkill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

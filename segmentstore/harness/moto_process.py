@@ -1,4 +1,4 @@
-"""The process of a spawned drill's S3 (:class:`~segmentstore.drill.moto_tier2.MotoTier2`): a
+"""The process of a spawned drill's S3 (:class:`~segmentstore.harness.moto_s3.MotoTier2`): a
 moto server that starts and stops on command, keeping its objects in this process meanwhile.
 
 Commands are lines on stdin, ``start`` and ``stop``; each is answered with the same word on

@@ -15,9 +15,9 @@ was cut off from it).
 
 Entries expire in the bucket (its ``max_age`` is the lease) without telling a watcher, so the
 view ages them itself: an entry counts for a lease after the stream stored it. Entries that
-no member signed (:mod:`.lease_entries`), and deletions or purges (members never delete, they
-write a signed "left" or "released"), change nothing in the view: a key keeps its last
-member's entry until that entry ages out.
+no member signed (:mod:`segmentstore.tier1.jetstream.lease_entries`), and deletions or purges
+(members never delete, they write a signed "left" or "released"), change nothing in the view:
+a key keeps its last member's entry until that entry ages out.
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ from typing import Any
 from nats.errors import Error as NatsError
 from nats.js.kv import KV_DEL, KV_PURGE
 
+from segmentstore.cluster.leases import ContainerLease, Membership
+from segmentstore.contracts.errors import SegmentStoreError
 from segmentstore.tier1.errors import DataLogWriteError
 from segmentstore.tier1.jetstream.lease_entries import decode
 from segmentstore.tier1.jetstream.nats_errors import describe
-from segmentstore.tier1.leases import ContainerLease, Membership
 from segmentstore.tier1.signing import Signer
 
 log = logging.getLogger(__name__)
@@ -51,8 +52,12 @@ _SHORT_DELIVERIES_TOLERATED = 5
 _IGNORED_LOG_EVERY_S = 60.0
 
 
-class _ShortDelivery(Exception):
-    """A new watcher delivered fewer keys than the bucket held when it started."""
+class _ShortDelivery(SegmentStoreError):
+    """A new watcher delivered fewer keys than the bucket held when it started (read again;
+    never an answer)."""
+
+    code = "short_delivery"
+    on_the_wire = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,11 @@
 """Leases that a cluster of nodes keeps beside its Tier 1: who is alive, and who owns what.
 
-A leaf interface, like :class:`~segmentstore.tier1.log.DurableDataLog`: the core decides
-*which* node should own a container; a :class:`LeaseStore` only keeps the facts, each with a
-compare-and-set so that two nodes can never both believe they took the same lease, and each
-expiring by itself when its holder stops renewing it. JetStream keeps them in a key-value
-bucket (:mod:`segmentstore.tier1.jetstream.leases`).
+An interface that imports no implementation: membership decides *which* node should own a
+container; a :class:`LeaseStore` only keeps the facts, each with a compare-and-set so that two
+nodes can never both believe they took the same lease, and each expiring by itself when its
+holder stops renewing it. JetStream keeps them in a key-value bucket
+(:mod:`segmentstore.cluster.jetstream_leases`, over the JetStream connection and signed entries
+that ``segmentstore.tier1`` provides: tier1 stays a leaf, knowing nothing of leases).
 
 A lease is a claim, not the fence: a paused owner may still believe it holds one it lost.
 What stops a stale owner from writing is the Tier 1 epoch (and the Tier 2 manifest epoch).

@@ -1,10 +1,10 @@
 """Cluster leases in a JetStream key-value bucket: ``<prefix>-cluster``.
 
 Keys ``node.<id>`` and ``container.<n>``, each value a member's signed entry
-(:mod:`.lease_entries`). The bucket's ``max_age`` is the lease: an entry its holder stops
-rewriting disappears by itself, so a dead node and its containers' leases expire without
-anyone deleting them. Taking, renewing and releasing a container lease are compare-and-sets
-on the key's last revision, decided by the stream's leader.
+(:mod:`segmentstore.tier1.jetstream.lease_entries`). The bucket's ``max_age`` is the lease: an
+entry its holder stops rewriting disappears by itself, so a dead node and its containers'
+leases expire without anyone deleting them. Taking, renewing and releasing a container lease
+are compare-and-sets on the key's last revision, decided by the stream's leader.
 
 Reads come from the node's :class:`~.lease_watch.LeaseWatch`, a view pushed by one long-lived
 watcher. Entries nobody in the cluster signed are ignored in the view, and a compare-and-set
@@ -28,13 +28,13 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.errors import NotFoundError as JsNotFoundError
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE
 
+from segmentstore.cluster.lease_watch import CONTAINER, NODE, LeaseWatch
+from segmentstore.cluster.leases import ContainerLease, LeaseStore, Membership
 from segmentstore.tier1.errors import DataLogClosedError, DataLogWriteError
 from segmentstore.tier1.jetstream.lease_entries import decode, encode
-from segmentstore.tier1.jetstream.lease_watch import CONTAINER, NODE, LeaseWatch
 from segmentstore.tier1.jetstream.log import connect_or_raise, epoch_bucket, key_value_bucket
 from segmentstore.tier1.jetstream.nats_errors import describe
 from segmentstore.tier1.jetstream.options import JetStreamOptions
-from segmentstore.tier1.leases import ContainerLease, LeaseStore, Membership
 from segmentstore.tier1.signing import Signer
 
 log = logging.getLogger(__name__)

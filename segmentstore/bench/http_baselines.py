@@ -1,6 +1,6 @@
 """The bare baselines of ``segmentstore bench http``: the store's data routes, and no store.
 
-Run as ``python -m segmentstore.api.bench_baseline fastapi`` or ``... asgi`` (a child process,
+Run as ``python -m segmentstore.bench.http_baselines fastapi`` or ``... asgi`` (a child process,
 like the store's server), each with the same server settings as ``segmentstore serve``
 (:func:`segmentstore.api.server.server_config`), so that the benchmark's ratios are the cost
 of the store behind the same HTTP server:
