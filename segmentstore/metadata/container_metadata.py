@@ -17,7 +17,6 @@ So nothing here, checkpoints included, grows with the segments a container no lo
 from __future__ import annotations
 
 import copy
-import dataclasses
 import heapq
 import time
 from dataclasses import dataclass, field, fields
@@ -74,14 +73,66 @@ class SegmentMetadata:
         document["time_index"] = self.time_index.to_json()
         return document
 
+    def to_row(self) -> list[Any]:
+        """The serialized fields in :data:`ROW_FIELDS` order (a checkpoint's row). It shares
+        this segment's maps: encode it before anything changes them."""
+        index = self.time_index
+        return [
+            self.id,
+            self.name,
+            self.created_ms,
+            self.last_modified_ms,
+            self.start_offset,
+            self.length,
+            self.storage_length,
+            self.sealed,
+            self.sealed_in_storage,
+            self.merged,
+            self.deleted,
+            self.attributes,
+            self.writers,
+            self.retention,
+            [index.offsets.tolist(), index.times.tolist(), index.last_entry_offset,
+             index.last_time_ms] if index.offsets else
+            [[], [], index.last_entry_offset, index.last_time_ms],
+        ]  # fmt: skip
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> SegmentMetadata:
+        *scalars, attributes, writers, retention, index = row
+        segment = cls(*scalars, attributes, writers, retention)
+        time_index = segment.time_index
+        offsets, times, time_index.last_entry_offset, time_index.last_time_ms = index
+        if offsets:
+            time_index.offsets.extend(offsets)
+            time_index.times.extend(times)
+        return segment
+
     def copy(self) -> SegmentMetadata:
         """An independent copy (its maps and time index are copied too)."""
-        return dataclasses.replace(
-            self,
-            attributes=dict(self.attributes),
-            writers=dict(self.writers),
-            retention=dict(self.retention),
-            time_index=self.time_index.copy(),
+        # Positional, not dataclasses.replace: a recovery copies every active segment.
+        return SegmentMetadata(
+            self.id,
+            self.name,
+            self.created_ms,
+            self.last_modified_ms,
+            self.start_offset,
+            self.length,
+            self.storage_length,
+            self.sealed,
+            self.sealed_in_storage,
+            self.merged,
+            self.deleted,
+            dict(self.attributes),
+            dict(self.writers),
+            dict(self.retention),
+            self.time_index.copy(),
+            self.last_sequence,
+            self.last_used,
+            self.pins,
+            self.logged,
+            self.storage_known,
+            self.retention_due_ms,
         )
 
     @classmethod
@@ -98,6 +149,9 @@ _IN_MEMORY_ONLY = frozenset(
     {"last_sequence", "last_used", "pins", "logged", "storage_known", "retention_due_ms"}
 )
 _SERIALIZED = tuple(f.name for f in fields(SegmentMetadata) if f.name not in _IN_MEMORY_ONLY)
+# A checkpoint's segments are rows of these (a list per segment, not an object: a checkpoint
+# of many active segments is half the size and encodes and decodes in half the time).
+ROW_FIELDS = _SERIALIZED
 
 
 @dataclass(slots=True)
@@ -141,7 +195,8 @@ class ContainerMetadata:
             "next_segment_id": self.next_segment_id,
             "segment_count": self.segment_count,
             "retention_watch": [list(entry) for entry in self.retention_watch],
-            "segments": [s.to_dict() for s in self.segments.values()],
+            "segment_fields": list(ROW_FIELDS),
+            "segments": [s.to_row() for s in self.segments.values()],
         }
 
     @classmethod
@@ -152,8 +207,12 @@ class ContainerMetadata:
             sequence=data["sequence"],
             next_segment_id=data["next_segment_id"],
         )
+        rows = data.get("segment_fields") == list(ROW_FIELDS)
         for entry in data["segments"]:
-            metadata.add(SegmentMetadata.from_dict(entry))
+            # Checkpoints written before rows held an object per segment.
+            metadata.add(
+                SegmentMetadata.from_row(entry) if rows else SegmentMetadata.from_dict(entry)
+            )
         # Checkpoints written before segments could leave memory held every segment.
         metadata.segment_count = data.get("segment_count", len(metadata.segments))
         metadata.retention_watch = [(due, name) for due, name in data.get("retention_watch", [])]

@@ -14,7 +14,7 @@ import pytest
 from store_checks import read_all
 
 from segmentstore import SegmentStore, SegmentStoreError
-from segmentstore.bench.jetstream_cluster import JetStreamCluster
+from segmentstore.harness.jetstream_cluster import JetStreamCluster
 
 from .test_jetstream_tier1 import jetstream_tier1
 
