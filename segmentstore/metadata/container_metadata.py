@@ -99,8 +99,11 @@ class SegmentMetadata:
 
     @classmethod
     def from_row(cls, row: list[Any]) -> SegmentMetadata:
-        *scalars, attributes, writers, retention, index = row
-        segment = cls(*scalars, attributes, writers, retention)
+        index = row[14]
+        segment = cls(
+            row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
+            row[10], row[11], row[12], row[13],
+        )  # fmt: skip
         time_index = segment.time_index
         offsets, times, time_index.last_entry_offset, time_index.last_time_ms = index
         if offsets:
