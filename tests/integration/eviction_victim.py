@@ -24,6 +24,7 @@ from typing import Any
 
 from segmentstore import SegmentStore
 from segmentstore.containers.active_segments import ActiveSegments
+from segmentstore.containers.commit_effects import CommitEffects
 from segmentstore.containers.container import SegmentContainer
 from segmentstore.logs.durable_log import DurableLog
 from segmentstore.logs.metadata_operations import LoadSegmentOperation
@@ -94,14 +95,16 @@ def arm(step: str) -> None:
     elif step == "loaded":
         _after(SegmentContainer, "insert", step)
     elif step == "load_logged":
-        original_commit = SegmentContainer._commit
+        # (The container handed its bound _commit to its Durable Log when it started: the
+        # effects it calls are looked up at each commit.)
+        original_commit = CommitEffects.commit
 
-        def commit(self: SegmentContainer, ops: list[Any]) -> None:
-            original_commit(self, ops)
+        def commit(self: CommitEffects, ops: list[Any], metadata: Any) -> None:
+            original_commit(self, ops, metadata)
             if any(isinstance(op, LoadSegmentOperation) for op in ops):
                 _die(step)
 
-        SegmentContainer._commit = commit  # type: ignore[method-assign]
+        CommitEffects.commit = commit  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown step {step!r}")
 
