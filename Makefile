@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 EXTRAS ?= dev
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-fast test-spark-cluster lint typecheck-tree bench clean helm helm-lint helm-schema screenshot
+.PHONY: help install run test test-fast test-spark-cluster mutants lint typecheck-tree bench clean helm helm-lint helm-schema screenshot
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -31,6 +31,12 @@ test: $(STAMP) ## Run the whole test suite
 
 test-fast: $(STAMP) ## Run the suite without the slow kill and state-machine tests
 	$(BIN)/pytest -q -m "not slow"
+
+# Each durability mutant (tests/support/mutant_catalog.py) applied alone to a scratch copy, and
+# the checks that must catch it; a table of which caught it and when. MUTANTS_ARGS=--fast for
+# the subset that make test runs too, MUTANTS_ARGS="--only NAME" for one.
+mutants: $(STAMP) ## Break the durability code on purpose, one mutant at a time; every one must be caught
+	$(BIN)/python tests/support/mutants.py $(MUTANTS_ARGS)
 
 test-spark-cluster: $(STAMP) ## The Spark jobs on a standalone cluster (Master and Worker on 127.0.0.1) over S3 (moto)
 	$(BIN)/pytest -q -m standalone

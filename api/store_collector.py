@@ -37,6 +37,23 @@ _GAUGES: tuple[tuple[str, str, Callable[[SegmentContainer], float]], ...] = (
         lambda c: c.retention_lag_ms / 1000,
     ),
 )
+_COUNTERS: tuple[tuple[str, str, Callable[[SegmentContainer], float]], ...] = (
+    (
+        "retention_truncated_bytes",
+        "bytes truncated by retention policies",
+        lambda c: c.retention_truncated_bytes,
+    ),
+    (
+        "recoveries",
+        "recoveries the store started by itself after a fault",
+        lambda c: c.auto_recoveries,
+    ),
+    (
+        "tier2_corrupted_reads",
+        "Tier 2 reads refused because their bytes failed their checksum (data_corrupted)",
+        lambda c: c.corrupted_reads,
+    ),
+)
 
 
 class StoreCollector(Collector):
@@ -62,22 +79,13 @@ class StoreCollector(Collector):
             for c in containers:
                 gauge.add_metric([str(c.id)], value(c))
             yield gauge
-        truncated = CounterMetricFamily(
-            "segmentstore_container_retention_truncated_bytes",
-            "bytes truncated by retention policies",
-            labels=["container"],
-        )
-        for c in containers:
-            truncated.add_metric([str(c.id)], c.retention_truncated_bytes)
-        yield truncated
-        recoveries = CounterMetricFamily(
-            "segmentstore_container_recoveries",
-            "recoveries the store started by itself after a fault",
-            labels=["container"],
-        )
-        for c in containers:
-            recoveries.add_metric([str(c.id)], c.auto_recoveries)
-        yield recoveries
+        for suffix, help_text, value in _COUNTERS:
+            counter = CounterMetricFamily(
+                f"segmentstore_container_{suffix}", help_text, labels=["container"]
+            )
+            for c in containers:
+                counter.add_metric([str(c.id)], value(c))
+            yield counter
         yield from self._cache()
 
     def _cache(self) -> Iterator[Metric]:

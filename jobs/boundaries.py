@@ -2,7 +2,7 @@
 
 Events are whole appends (``:appendEvents``), and the Storage Writer records an append
 boundary about every ``time_index_interval_bytes`` in each chunk's time index sidecar
-(:mod:`segmentstore.tier2.time_index`). Any other offset is proven one of two ways:
+(:mod:`segmentstore.tier2.chunk_index`). Any other offset is proven one of two ways:
 
 1. by decoding events from the last recorded boundary at or below it (whose bytes Tier 2 still
    holds, even below a truncation, as long as the chunk is listed): the offset is a boundary if
@@ -20,7 +20,7 @@ are answered as ``:offsetAt`` answers them (:meth:`SegmentBoundaries.at_time`).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -28,11 +28,11 @@ from segmentstore.jobs.chunk_reads import MissingChunkError, read_range
 from segmentstore.jobs.errors import BrokenFramingError
 from segmentstore.jobs.framing import HEADER, walk_events
 from segmentstore.tier2 import (
+    ChunkCorruptedError,
     ChunkInfo,
     ChunkStorage,
     SegmentManifest,
-    read_time_index,
-    time_index_key,
+    SegmentReader,
 )
 
 # A proof decodes at most this much (entries are ~4 KiB apart, or one large append apart): a
@@ -65,32 +65,29 @@ class SegmentBoundaries:
     """Lookups over one manifest; sidecars are read once each. Not thread-safe, but for
     :meth:`preload`."""
 
-    def __init__(self, storage: ChunkStorage, manifest: SegmentManifest) -> None:
+    def __init__(
+        self, storage: ChunkStorage, manifest: SegmentManifest, *, verify: bool = True
+    ) -> None:
         self.storage = storage
+        self.reader = SegmentReader(storage, verify=verify)
         self.manifest = manifest
         self._entries: dict[str, tuple[list[int], list[int]]] = {}
 
     def entries(self, chunk: ChunkInfo) -> tuple[list[int], list[int]]:
-        """The offsets and times (ms) of the boundaries ``chunk``'s sidecar records."""
+        """The offsets and times (ms) of the boundaries ``chunk``'s index records."""
         found = self._entries.get(chunk.key)
         if found is None:
-            entries = read_time_index(self.storage, chunk)
+            entries = self.reader.time_index(chunk)
             found = self._entries[chunk.key] = (
                 [e.offset for e in entries],
                 [e.time_ms for e in entries],
             )
         return found
 
-    def preload(
-        self, chunks: Sequence[ChunkInfo], present: Container[str], pool: ThreadPoolExecutor
-    ) -> None:
-        """Read the sidecars of ``chunks`` at once (``present`` holds the keys Tier 2 has):
-        sidecars are tiny, and reading many together hides the latency of S3 requests."""
+    def preload(self, chunks: Sequence[ChunkInfo], pool: ThreadPoolExecutor) -> None:
+        """Read the indexes of ``chunks`` at once: they are small, and reading many together
+        hides the latency of S3 requests."""
         wanted = [c for c in chunks if c.key not in self._entries]
-        for chunk in wanted:
-            if time_index_key(chunk.key) not in present:
-                self._entries[chunk.key] = ([], [])
-        wanted = [c for c in wanted if c.key not in self._entries]
         for chunk, found in zip(wanted, pool.map(self.entries, wanted), strict=True):
             self._entries[chunk.key] = found
 
@@ -152,7 +149,7 @@ class SegmentBoundaries:
         )
         try:
             walk = walk_events(self._read(offset, stop), manifest.name, offset)
-        except (BrokenFramingError, MissingChunkError):
+        except (BrokenFramingError, MissingChunkError, ChunkCorruptedError):
             return Located(offset, above)
         if above is None or offset + walk.whole == above:
             return Located(offset, offset)  # proven, or (with nothing recorded after) assumed
@@ -174,13 +171,19 @@ class SegmentBoundaries:
                     return Located(offset, None, event)  # the header is not all flushed yet
                 cut = walk_events(header, self.manifest.name, event)
                 size = cut.need or cut.whole
-        except (BrokenFramingError, MissingChunkError):
+        except (BrokenFramingError, MissingChunkError, ChunkCorruptedError):
             return None
         return Located(offset, event + size, event)
 
-    def _read(self, start: int, stop: int) -> bytes:
+    def _read(self, start: int, stop: int) -> bytes | memoryview:
         stop = min(stop, self.manifest.storage_length)
-        return read_range(self.storage, self.manifest.chunks, start, stop) if start < stop else b""
+        if start >= stop:
+            return b""
+        return read_range(self.reader, self.manifest.name, self.manifest.chunks, start, stop)
+
+    def first_recorded_at_or_above(self, offset: int) -> int | None:
+        """The first recorded boundary at or above ``offset`` in the listed chunks."""
+        return self._recorded_above(offset - 1)
 
     def at_time(self, time_ms: int) -> int:
         """``:offsetAt``'s answer from Tier 2: the latest recorded boundary of an append made

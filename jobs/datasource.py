@@ -73,5 +73,10 @@ class SegmentStoreReader(DataSourceReader):
             return iter(())  # Spark's stand-in for a scan with no partitions
         options = self.options
         storage = open_storage(options.tier2_uri, options.tier2_options)
-        rows = read_partition(storage, spec, fail_on_data_loss=options.fail_on_data_loss)
+        rows = read_partition(
+            storage,
+            spec,
+            fail_on_data_loss=options.fail_on_data_loss,
+            verify_checksums=options.verify_checksums,
+        )
         return reported_rows(rows)

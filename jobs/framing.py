@@ -36,7 +36,7 @@ class Walk(NamedTuple):
     event takes (just the header size while its header is cut, so at least that)."""
 
 
-def walk_events(data: bytes, segment: str, at_offset: int) -> Walk:
+def walk_events(data: bytes | memoryview, segment: str, at_offset: int) -> Walk:
     """Walk the headers of ``data``, read at segment offset ``at_offset``, which must be an
     event boundary; ``BrokenFramingError`` at the first header that is no event header."""
     unpack = HEADER.unpack_from
@@ -60,7 +60,7 @@ def walk_events(data: bytes, segment: str, at_offset: int) -> Walk:
 
 
 def events_batch(
-    data: bytes, walk: Walk, segment: str, at_offset: int, chunk: str
+    data: bytes | memoryview, walk: Walk, segment: str, at_offset: int, chunk: str
 ) -> pa.RecordBatch:
     """The whole events of ``walk`` as rows of :data:`EVENTS_SCHEMA`."""
     count = len(walk.starts)

@@ -66,6 +66,7 @@ OPTIONS = (
         'a JSON object {"segment": milliseconds since the epoch}',
     ),
     Option("fail_on_data_loss", "failOnDataLoss", "batch and stream", "true, false"),
+    Option("verify_checksums", None, "batch and stream", "true (the default), false"),
     Option("min_partitions", "minPartitions", "batch and stream", "an integer >= 1"),
     Option("max_bytes_per_trigger", "maxBytesPerTrigger", "stream", "an integer >= 1"),
 )
@@ -125,6 +126,9 @@ class Bound:
     offsets: Mapping[str, int] = field(default_factory=dict)
     timestamps: Mapping[str, int] = field(default_factory=dict)
     timestamp: int | None = None
+    # the incarnations the offsets were taken from ({"name": {"segment_id": I, "offset": N}}):
+    # a segment that is another one by now is data loss, not read from a stale offset
+    segment_ids: Mapping[str, int] = field(default_factory=dict)
 
     def named(self) -> set[str]:
         return {*self.offsets, *self.timestamps}
@@ -142,6 +146,7 @@ class ScanOptions:
     ending: Bound = field(default_factory=lambda: Bound(LATEST))
     fail_on_data_loss: bool = True
     min_partitions: int = 1
+    verify_checksums: bool = True
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ScanOptions:
@@ -181,6 +186,7 @@ class SourceOptions:
             ending=_bound(given, _ENDS, LATEST),
             fail_on_data_loss=_boolean(given, "fail_on_data_loss", True),
             min_partitions=_positive(given, "min_partitions") or 1,
+            verify_checksums=_boolean(given, "verify_checksums", True),
         )
         batch_only = tuple(name for name in _ENDS if name in given)
         if mode != "events":
@@ -236,17 +242,24 @@ def _bound(given: dict[str, str], names: tuple[str, ...], default: int) -> Bound
     words = {"earliest": EARLIEST, "latest": LATEST} if default == EARLIEST else {"latest": LATEST}
     if word in words:
         return Bound(words[word])
-    offsets = {}
-    for name, value in _json_object(offsets_name, text).items():
+    offsets, segment_ids = {}, {}
+    for name, value in _json_object(offsets_name, text, incarnations=True).items():
+        if isinstance(value, dict):
+            segment_ids[name], value = value["segment_id"], value["offset"]
+            if type(segment_ids[name]) is not int or segment_ids[name] < 0:
+                raise _fail(offsets_name, text, f"gives {name!r} a segment id that is no id")
         if type(value) is not int or value < EARLIEST:
             raise _fail(
                 offsets_name, text, f"gives {name!r} the offset {value!r}, not an integer >= -2"
             )
         offsets[name] = value
-    return Bound(default, offsets=offsets)
+    return Bound(default, offsets=offsets, segment_ids=segment_ids)
 
 
-def _json_object(option: str, text: str) -> dict[str, Any]:
+_INCARNATION = {"segment_id", "offset"}
+
+
+def _json_object(option: str, text: str, incarnations: bool = False) -> dict[str, Any]:
     try:
         document = json.loads(text)
     except json.JSONDecodeError:
@@ -254,6 +267,8 @@ def _json_object(option: str, text: str) -> dict[str, Any]:
     if not isinstance(document, dict) or not document:
         raise _fail(option, text, "is not a JSON object naming segments")
     for name, value in document.items():
+        if incarnations and isinstance(value, dict) and value.keys() == _INCARNATION:
+            continue  # an offset of one incarnation, as stream offsets name them
         if isinstance(value, dict):  # Kafka's {"topic": {"partition": n}}
             raise _fail(option, text, f"nests an object under {name!r}: name segments directly")
     return document

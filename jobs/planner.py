@@ -9,7 +9,7 @@ In ``bytes`` mode a partition is one chunk. In ``events`` mode a chunk may begin
 event (the Storage Writer splits appends where chunks roll), so a partition may only begin
 where an event is known to begin: the first at the scan's starting offset, each later one at
 the first append boundary that a chunk's time index sidecar records
-(:mod:`segmentstore.tier2.time_index`; appends made by ``:appendEvents`` are whole events). A chunk
+(:mod:`segmentstore.tier2.chunk_index`; appends made by ``:appendEvents`` are whole events). A chunk
 with no such boundary joins the partition before it. ``min_partitions`` cuts large partitions
 further, events mode at recorded boundaries only. Nothing here is trusted blindly: each
 partition must decode exactly up to the start of the next
@@ -25,7 +25,7 @@ import itertools
 import logging
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -34,7 +34,7 @@ from segmentstore.jobs.errors import DataLossError, ScanOptionsError
 from segmentstore.jobs.options import ScanOptions
 from segmentstore.jobs.positions import LostRange, ending_offset, starting_offset, wanted
 from segmentstore.jobs.selection import select_segments
-from segmentstore.tier2 import ChunkInfo, ChunkStorage, SegmentManifest, chunks_of, time_index_key
+from segmentstore.tier2 import ChunkInfo, ChunkStorage, SegmentManifest, chunks_of
 
 __all__ = ["LostRange", "ScanPartition", "ScanPlan", "SegmentRange", "plan_scan"]
 
@@ -58,6 +58,7 @@ class ScanPartition:
     stop: int
     exact: bool
     chunks: tuple[ChunkInfo, ...]
+    segment_id: int | None = None  # the incarnation planned (None: not known)
 
 
 @dataclass(frozen=True)
@@ -84,16 +85,23 @@ def plan_scan(
     *,
     offsets_are_boundaries: bool = False,
     manifests: list[SegmentManifest] | None = None,
+    segment_ids: Mapping[str, int] | None = None,
 ) -> ScanPlan:
     """Read the manifests (once each, unless given) and cut the scan into partitions.
 
     ``offsets_are_boundaries``: the starting and ending offsets are event boundaries already
     proven (a streaming micro-batch's), so they are not proven again, and each segment's last
     partition must end exactly at its ending offset, not before a partial event that the next
-    micro-batch would then skip.
+    micro-batch would then skip. ``segment_ids``: the incarnations the offsets belong to (a
+    micro-batch's, or those the offset options name); a segment that is another one by now
+    (deleted and created again) is data loss, or with ``fail_on_data_loss`` false left out
+    with a warning.
     """
     if manifests is None:
         manifests = select_segments(options, storage)
+    ids = {**options.starting.segment_ids, **options.ending.segment_ids, **(segment_ids or {})}
+    if ids:
+        manifests = [m for m in manifests if _same_incarnation(m, ids, options)]
     for option, bound in (("starting", options.starting), ("ending", options.ending)):
         if unselected := sorted(n for n in bound.named() if not options.segments.matches(n)):
             raise ScanOptionsError(
@@ -111,6 +119,22 @@ def plan_scan(
     return plan
 
 
+def _same_incarnation(
+    manifest: SegmentManifest, segment_ids: Mapping[str, int], options: ScanOptions
+) -> bool:
+    expected = segment_ids.get(manifest.name, manifest.segment_id)
+    if expected == manifest.segment_id:
+        return True
+    reason = (
+        f"it was deleted and created again (segment id {expected}, now {manifest.segment_id})"
+        " since the range to read was decided"
+    )
+    if options.fail_on_data_loss:
+        raise DataLossError(manifest.name, reason)
+    log.warning("segment %r: %s; left out", manifest.name, reason)
+    return False
+
+
 def _plan_segment(
     manifest: SegmentManifest,
     options: ScanOptions,
@@ -121,7 +145,7 @@ def _plan_segment(
 ) -> tuple[SegmentBoundaries, set[str]]:
     name = manifest.name
     events = options.mode == "events"
-    boundaries = SegmentBoundaries(storage, manifest)
+    boundaries = SegmentBoundaries(storage, manifest, verify=options.verify_checksums)
     start = starting_offset(
         options.starting,
         boundaries,
@@ -165,14 +189,20 @@ def _plan_segment(
     if not events:
         plan.partitions += [
             ScanPartition(
-                name, "bytes", max(start, c.start_offset), min(stop, c.end_offset), False, (c,)
+                name,
+                "bytes",
+                max(start, c.start_offset),
+                min(stop, c.end_offset),
+                False,
+                (c,),
+                manifest.segment_id,
             )
             for c in chunks
             if c.key in present
         ]
         return boundaries, present
     later = [c for c in chunks if c.start_offset > start]
-    boundaries.preload(later, present, pool)
+    boundaries.preload(later, pool)
     cuts = [start]
     for chunk in later:
         offsets = boundaries.entries(chunk)[0]
@@ -182,7 +212,15 @@ def _plan_segment(
     for begin, end in zip(cuts, [*cuts[1:], stop], strict=True):
         exact = exact_end or end != stop
         plan.partitions.append(
-            ScanPartition(name, "events", begin, end, exact, _chunks_between(chunks, begin, end))
+            ScanPartition(
+                name,
+                "events",
+                begin,
+                end,
+                exact,
+                _chunks_between(chunks, begin, end),
+                manifest.segment_id,
+            )
         )
     return boundaries, present
 
@@ -208,8 +246,8 @@ def _split(
         if partition.mode == "bytes":
             cuts = ideal
         else:
-            boundaries, present = of_segment[partition.segment]
-            boundaries.preload(partition.chunks, present, pool)
+            boundaries = of_segment[partition.segment][0]
+            boundaries.preload(partition.chunks, pool)
             recorded = boundaries.recorded_between(partition.start, partition.stop)
             cuts = sorted({_nearest(recorded, at) for at in ideal} if recorded else set())
         edges = [partition.start, *cuts, partition.stop]
@@ -223,6 +261,7 @@ def _split(
                     end,
                     partition.exact if last else partition.mode == "events",
                     _chunks_between(partition.chunks, begin, end),
+                    partition.segment_id,
                 )
             )
     return result
@@ -235,15 +274,13 @@ def _nearest(sorted_offsets: list[int], at: int) -> int:
 
 
 def _present_chunks(name: str, chunks: Sequence[ChunkInfo], storage: ChunkStorage) -> set[str]:
-    """Which of ``chunks`` (and of their sidecars) Tier 2 holds: one listing of the segment's
-    prefix, and a lookup for each chunk adopted from elsewhere (a merged transaction's)."""
+    """Which of ``chunks`` Tier 2 holds: one listing of the segment's chunk prefix, and a lookup
+    for each chunk adopted from elsewhere (a merged transaction's)."""
     prefix = chunks_of(name)
     present = set(storage.list(prefix))
     for chunk in chunks:
-        if not chunk.key.startswith(prefix):
-            for key in (chunk.key, time_index_key(chunk.key)):
-                if storage.exists(key):
-                    present.add(key)
+        if not chunk.key.startswith(prefix) and storage.exists(chunk.key):
+            present.add(chunk.key)
     return present
 
 

@@ -45,10 +45,17 @@ def pinned_scan(spark: SparkSession, options: Mapping[str, str]) -> tuple[ScanPl
         storage.close()
     pinned = {k: v for k, v in options.items() if canonical_name(k) not in POSITION_OPTIONS}
     if plan.segments:  # else nothing matched, and the data source finds nothing either
+        # Pinned to the incarnations planned too: a segment deleted and created again before
+        # Spark plans its own read is data loss, never read from these offsets.
+        ids = {m.name: m.segment_id for m in manifests}
         pinned |= {
             "segments": ",".join(s.name for s in plan.segments),
-            "starting_offsets": json.dumps({s.name: s.start for s in plan.segments}),
-            "ending_offsets": json.dumps(ends),
+            "starting_offsets": json.dumps(
+                {s.name: {"segment_id": ids[s.name], "offset": s.start} for s in plan.segments}
+            ),
+            "ending_offsets": json.dumps(
+                {name: {"segment_id": ids[name], "offset": end} for name, end in ends.items()}
+            ),
         }
     else:
         pinned = dict(options)

@@ -46,7 +46,12 @@ from segmentstore.jobs.planner import ScanPartition, plan_scan
 from segmentstore.jobs.positions import asks_latest, starting_offset
 from segmentstore.jobs.selection import select_segments
 from segmentstore.jobs.storage_cache import open_storage
-from segmentstore.jobs.stream_offsets import flushed_boundary, next_offsets
+from segmentstore.jobs.stream_offsets import (
+    flushed_boundary,
+    next_offsets,
+    split_incarnations,
+    stamp,
+)
 from segmentstore.tier2 import ChunkStorage, SegmentManifest
 
 
@@ -72,12 +77,14 @@ class SegmentStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def _manifests(self) -> list[SegmentManifest]:
         return select_segments(self.scan, self._storage(), required=False, warned=self._warned)
 
-    def initialOffset(self) -> dict[str, int]:
+    def initialOffset(self) -> dict[str, Any]:
         with reported():
             starting = self.scan.starting
             storage = self._storage()
             offsets = {name: offset for name, offset in starting.offsets.items() if offset >= 0}
+            ids = {}
             for manifest in self._manifests():
+                ids[manifest.name] = manifest.segment_id
                 boundaries = SegmentBoundaries(storage, manifest)
                 if asks_latest(starting, manifest.name):
                     found = flushed_boundary(boundaries)
@@ -90,7 +97,7 @@ class SegmentStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                         lost=[],
                     )
                 offsets[manifest.name] = manifest.start_offset if found is None else found
-            return offsets
+            return stamp(offsets, ids)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_bytes_per_trigger
@@ -105,7 +112,7 @@ class SegmentStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 caps[manifest.name] = manifest.start_offset if found is None else found
             self._caps = caps
 
-    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         with reported():
             return next_offsets(
                 start,
@@ -116,30 +123,45 @@ class SegmentStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 caps=self._caps,
             )
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        names = sorted(n for n, stop in end.items() if stop > start.get(n, -1))
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begins, begin_ids = split_incarnations(start)
+        ends, end_ids = split_incarnations(end)
+        # A segment created again since ``start`` is read from its start (next_offsets
+        # decided so, or failed the query): its old offset means nothing to the new one.
+        again = {n for n in ends if n in begin_ids and begin_ids[n] != end_ids.get(n)}
+        names = sorted(n for n, stop in ends.items() if n in again or stop > begins.get(n, -1))
         if not names:
             return []
         scan = ScanOptions(
             tier2_uri=self.scan.tier2_uri,
             tier2_options=self.scan.tier2_options,
             segments=SegmentSelection(tuple(names), ()),
-            starting=Bound(EARLIEST, offsets={n: start[n] for n in names if n in start}),
-            ending=Bound(EARLIEST, offsets={n: end[n] for n in names}),
+            starting=Bound(
+                EARLIEST, offsets={n: begins[n] for n in names if n in begins and n not in again}
+            ),
+            ending=Bound(EARLIEST, offsets={n: ends[n] for n in names}),
             fail_on_data_loss=self.scan.fail_on_data_loss,
             min_partitions=self.scan.min_partitions,
+            verify_checksums=self.scan.verify_checksums,
         )
         with reported():
-            plan = plan_scan(scan, self._storage(), offsets_are_boundaries=True)
+            plan = plan_scan(
+                scan, self._storage(), offsets_are_boundaries=True, segment_ids=end_ids
+            )
         return [InputPartition(partition) for partition in plan.partitions]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         spec: Any = partition.value
         if not isinstance(spec, ScanPartition):
             return iter(())
-        rows = read_partition(self._storage(), spec, fail_on_data_loss=self.scan.fail_on_data_loss)
+        rows = read_partition(
+            self._storage(),
+            spec,
+            fail_on_data_loss=self.scan.fail_on_data_loss,
+            verify_checksums=self.scan.verify_checksums,
+        )
         return reported_rows(rows)
 
-    def commit(self, end: dict[str, int]) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: Tier 2 belongs to the store, which truncates it by its own
         retention rules, never because a query has read it."""

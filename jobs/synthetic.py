@@ -1,8 +1,9 @@
 """Event segments written straight into Tier 2, laid out as the Storage Writer lays them out.
 
 For benchmarks and tests of the scan: appends of whole events are cut into chunks at a fixed
-size (so chunks begin and end inside events), each chunk has a time index sidecar that records
-an append boundary about every ``boundary_every_bytes``, and a manifest names the chunks. The
+size (so chunks begin and end inside events), each chunk has an index with its checksums and
+the first append boundary of every aligned ``boundary_every_bytes``, and a manifest names the
+chunks. The
 payloads are deterministic (``payload_of``), so a reader's output can be checked without
 keeping them.
 """
@@ -13,14 +14,17 @@ import struct
 from collections.abc import Iterator
 
 from segmentstore.tier2 import (
+    ChunkIndexBuilder,
     ChunkInfo,
     ChunkStorage,
     ManifestStore,
     SegmentManifest,
+    TimeIndexEntry,
     chunk_key,
-    time_index_key,
 )
-from segmentstore.tier2.time_index import TimeIndexEntry, encode_entries
+from segmentstore.tier2.chunk_index import index_object_key
+
+CHECKSUM_BLOCK_BYTES = 64 * 1024  # the store's default
 
 HEADER = struct.Struct(">ii")
 
@@ -51,7 +55,8 @@ def write_segment(
     boundary_every_bytes: int = 4096,
     sidecars: bool = True,
 ) -> SegmentManifest:
-    """Write ``appends`` as segment ``name`` (chunks, sidecars, then the manifest)."""
+    """Write ``appends`` as segment ``name`` (chunks, their indexes unless ``sidecars`` is
+    false, then the manifest)."""
     chunks: list[ChunkInfo] = []
     pending = bytearray()
     boundaries: list[TimeIndexEntry] = []
@@ -61,18 +66,21 @@ def write_segment(
     def roll(size: int) -> None:
         nonlocal written, boundaries
         key = chunk_key(name, written, 0)
-        storage.create(key, [bytes(pending[:size])])
+        data = bytes(pending[:size])
+        storage.create(key, [data])
+        chunk = ChunkInfo(key, written, size)
         if sidecars:
             inside = [b for b in boundaries if b.offset < written + size]
-            storage.create(time_index_key(key), [encode_entries(written, inside, first=True)])
+            index = ChunkIndexBuilder(written, CHECKSUM_BLOCK_BYTES).add([data], inside)
+            storage.create(index_object_key(chunk), [index])
             boundaries = [b for b in boundaries if b.offset >= written + size]
-        chunks.append(ChunkInfo(key, written, size))
+        chunks.append(chunk)
         del pending[:size]
         written += size
 
     for append in appends:
         offset = written + len(pending)
-        if offset - last_boundary >= boundary_every_bytes:
+        if offset // boundary_every_bytes != last_boundary // boundary_every_bytes:
             boundaries.append(TimeIndexEntry(offset, 0))
             last_boundary = offset
         pending += append

@@ -170,6 +170,12 @@ class StorageWriterSettings(_Section):
     retry_max_ms: int = Field(default=10_000, ge=1)
     # Reads that miss the cache fetch Tier 2 in aligned blocks of this size.
     read_block_bytes: int = Field(default=1 * MiB, ge=4 * KiB)
+    # Every chunk's bytes carry a CRC32C per block of this size (aligned in segment offsets),
+    # checked by every reader; a damaged block costs a reader at most its own events. A
+    # multiple of store.time_index_interval_bytes, so that each block's first event is known.
+    checksum_block_bytes: int = Field(default=64 * KiB, ge=1 * KiB, le=64 * MiB)
+    # Whether the store's reads from Tier 2 verify those checksums (off only to measure them).
+    verify_checksums: bool = True
 
     @model_validator(mode="after")
     def _ordered(self) -> StorageWriterSettings:
@@ -316,6 +322,19 @@ class Settings(_Section):
             raise ValueError(
                 "cache.max_bytes must hold one maximal append: at least store.max_append_bytes"
                 " plus cache.block_bytes"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _blocks_hold_whole_index_windows(self) -> Settings:
+        block, interval = (
+            self.storage_writer.checksum_block_bytes,
+            self.store.time_index_interval_bytes,
+        )
+        if block % interval:
+            raise ValueError(
+                f"storage_writer.checksum_block_bytes ({block}) must be a multiple of"
+                f" store.time_index_interval_bytes ({interval})"
             )
         return self
 

@@ -168,6 +168,7 @@ class SegmentStore:
             ObservedChunkStorage(storage, self.observations),
             self.cache_manager,
             self.settings.storage_writer.read_block_bytes,
+            self.settings.storage_writer.verify_checksums,
         )
         parts = default_parts(
             data_log=self._data_log,

@@ -12,9 +12,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from segmentstore.tier2.chunk_index import (
+    ChunkIndex,
+    ChunkIndexBuilder,
+    TimeIndexEntry,
+    load_chunk_index,
+    read_time_index,
+    read_verified,
+)
 from segmentstore.tier2.chunk_storage import Buffer, ChunkStorage
 from segmentstore.tier2.errors import (
     BadChunkOffsetError,
+    ChunkCorruptedError,
     ChunkExistsError,
     ChunkNotFoundError,
     ChunkRangeError,
@@ -40,7 +49,6 @@ from segmentstore.tier2.layout import (
 from segmentstore.tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest
 from segmentstore.tier2.segment_reader import SegmentReader, UnreadableManifest
 from segmentstore.tier2.segment_state import SegmentState
-from segmentstore.tier2.time_index import TimeIndexEntry, read_time_index
 
 if TYPE_CHECKING:
     from segmentstore.tier2.hdfs_storage import HdfsChunkStorage
@@ -49,7 +57,10 @@ if TYPE_CHECKING:
 __all__ = [
     "BadChunkOffsetError",
     "Buffer",
+    "ChunkCorruptedError",
     "ChunkExistsError",
+    "ChunkIndex",
+    "ChunkIndexBuilder",
     "ChunkInfo",
     "ChunkNotFoundError",
     "ChunkRangeError",
@@ -74,9 +85,11 @@ __all__ = [
     "UnreadableManifest",
     "chunk_key",
     "chunks_of",
+    "load_chunk_index",
     "manifest_key",
     "open_chunk_storage",
     "read_time_index",
+    "read_verified",
     "segment_key",
     "time_index_key",
 ]

@@ -5,6 +5,8 @@ Tier2Error
 ├── ChunkExistsError        create() of a key that is already there
 ├── BadChunkOffsetError     append() at an offset that is not the object's size
 ├── ChunkRangeError         read() of a range that is not wholly inside the object
+├── ChunkCorruptedError     chunk bytes that do not match their checksum, are missing from a
+│                           short chunk, or have no checksum: never returned as data
 ├── ManifestConflictError   a conditional manifest write lost a race: reload and decide again
 ├── ManifestNotFoundError   a segment has no manifest in this Tier 2 location
 ├── InvalidManifestError    a manifest document that does not parse or breaks an invariant
@@ -51,6 +53,20 @@ class BadChunkOffsetError(Tier2Error):
         self.key = key
         self.expected_offset = expected_offset
         self.given_offset = given_offset
+
+
+class ChunkCorruptedError(Tier2Error):
+    """Segment bytes ``[start, end)`` of ``chunk`` cannot be proven to be what was written."""
+
+    def __init__(self, segment: str, chunk: str, start: int, end: int, reason: str) -> None:
+        super().__init__(
+            f"segment {segment!r}: bytes [{start}, {end}) of chunk {chunk} are damaged: {reason}"
+        )
+        self.segment = segment
+        self.chunk = chunk
+        self.start = start
+        self.end = end
+        self.reason = reason
 
 
 class ChunkRangeError(Tier2Error):

@@ -1,15 +1,26 @@
 """Reading segments from Tier 2 through their manifests alone, without the service.
 
-This is what ``segmentstore tier2 ls|cat`` and the Spark jobs use. A read never consults a
-listing: the manifest names the chunks, and a chunk it names that is missing is an error, not a
-gap. Listing by prefix lists only the manifests it selects: their keys spell the names.
+This is what ``segmentstore tier2 ls|cat``, the store's cache-miss reads and the Tier 1
+rebuild use. A read never consults a listing: the manifest names the chunks, and a chunk it
+names that is missing is an error, not a gap. Listing by prefix lists only the manifests it
+selects: their keys spell the names. Every byte read is verified against its chunk's checksums
+(:mod:`segmentstore.tier2.chunk_index`) unless the reader was made with ``verify=False``.
 """
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from segmentstore.tier2.chunk_index import (
+    ChunkIndex,
+    TimeIndexEntry,
+    load_chunk_index,
+    read_verified,
+)
 from segmentstore.tier2.chunk_storage import ChunkStorage, check_range
 from segmentstore.tier2.errors import (
     ChunkNotFoundError,
@@ -30,7 +41,6 @@ from segmentstore.tier2.manifest import (
     SegmentManifest,
     parse_manifest,
 )
-from segmentstore.tier2.time_index import TimeIndexEntry, read_time_index
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +53,20 @@ class UnreadableManifest:
     reason: str
 
 
+# Chunk checksums kept for reads to come: a 64 MiB chunk's 1,024 blocks take about 150 KB, so
+# at most about 40 MB (boundaries are not kept: readers of those keep their own).
+_KEPT_INDEXES = 256
+
+
 class SegmentReader:
     """Reads over one chunk storage. Blocking, like the storage under it; thread-safe."""
 
-    def __init__(self, storage: ChunkStorage) -> None:
+    def __init__(self, storage: ChunkStorage, *, verify: bool = True) -> None:
         self._storage = storage
         self._manifests = ManifestStore(storage)
+        self.verify = verify
+        self._indexes: OrderedDict[str, ChunkIndex] = OrderedDict()
+        self._lock = threading.Lock()
 
     def read(self, name: str, offset: int, length: int) -> bytes:
         """The bytes of ``[offset, offset + length)`` clamped to ``[start_offset, storage_length)``
@@ -56,7 +74,9 @@ class SegmentReader:
         fewer than asked, or none.
 
         ``ManifestNotFoundError`` if the segment has no manifest; ``ChunkNotFoundError`` naming
-        the chunk and the segment if a chunk the manifest names is missing.
+        the chunk and the segment if a chunk the manifest names is missing;
+        ``ChunkCorruptedError`` naming the segment, the chunk and the range if bytes do not
+        match their checksum (or are missing from a short chunk, or have none).
         """
         loaded = self._manifests.load(name)
         if loaded is None:
@@ -71,24 +91,58 @@ class SegmentReader:
         end = min(offset + length, manifest.storage_length)
         if start >= end:
             return b""
-        first = bisect_right(manifest.chunks, start, key=lambda c: c.start_offset) - 1
-        pieces = []
-        for chunk in manifest.chunks[first:]:
+        return self.read_chunks(manifest.name, manifest.chunks, start, end)
+
+    def read_chunks(self, name: str, chunks: Sequence[ChunkInfo], start: int, end: int) -> bytes:
+        """Segment ``name``'s bytes ``[start, end)`` from ``chunks`` (in offset order, holding
+        them all), verified unless this reader does not verify. ``ChunkRangeError`` if a chunk
+        is shorter than it should be and the reader does not verify."""
+        found = self.view_chunks(name, chunks, start, end)
+        return found if isinstance(found, bytes) else bytes(found)
+
+    def view_chunks(
+        self, name: str, chunks: Sequence[ChunkInfo], start: int, end: int
+    ) -> bytes | memoryview:
+        """:meth:`read_chunks`, maybe as a view into a larger read (no copy: for readers that
+        only parse the bytes, such as the Spark source)."""
+        first = bisect_right(chunks, start, key=lambda c: c.start_offset) - 1
+        pieces: list[bytes | memoryview] = []
+        for chunk in chunks[max(first, 0) :]:
             if chunk.start_offset >= end:
                 break
             low, high = max(start, chunk.start_offset), min(end, chunk.end_offset)
             if low >= high:
                 continue  # an empty chunk
             try:
-                pieces.append(self._storage.read(chunk.key, low - chunk.start_offset, high - low))
+                if self.verify:
+                    index = self.chunk_index(chunk)
+                    pieces.append(read_verified(self._storage, index, name, low, high))
+                else:
+                    offset_in_chunk = low - chunk.start_offset
+                    pieces.append(self._storage.read(chunk.key, offset_in_chunk, high - low))
             except ChunkNotFoundError as e:
-                raise ChunkNotFoundError(chunk.key, manifest.name) from e
+                raise ChunkNotFoundError(chunk.key, name) from e
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
+    def chunk_index(self, chunk: ChunkInfo) -> ChunkIndex:
+        """The checksums of ``chunk`` (its index without boundaries), loaded once while this
+        chunk entry (and length) lasts."""
+        with self._lock:
+            kept = self._indexes.get(chunk.key)
+            if kept is not None and kept.chunk == chunk:
+                self._indexes.move_to_end(chunk.key)
+                return kept
+        index = load_chunk_index(self._storage, chunk, boundaries=False)
+        with self._lock:
+            self._indexes[chunk.key] = index
+            while len(self._indexes) > _KEPT_INDEXES:
+                self._indexes.popitem(last=False)
+        return index
+
     def time_index(self, chunk: ChunkInfo) -> list[TimeIndexEntry]:
-        """The append boundaries (and their times) that ``chunk``'s sidecar records inside it,
-        in offset order; none if it has no sidecar (:mod:`segmentstore.tier2.time_index`)."""
-        return read_time_index(self._storage, chunk)
+        """The append boundaries (and their times) that ``chunk``'s index records inside it,
+        in offset order; none if it has no index (:mod:`segmentstore.tier2.chunk_index`)."""
+        return list(load_chunk_index(self._storage, chunk).boundaries)
 
     def holds_any_segment(self) -> bool:
         """Whether this Tier 2 location has at least one segment manifest."""

@@ -23,7 +23,8 @@ from typing import Any
 from segmentstore.bench.report import percentile, print_table, write_json
 from segmentstore.contracts.mapping import container_of
 from segmentstore.store import SegmentStore
-from segmentstore.tier2 import SegmentReader, open_chunk_storage, time_index_key
+from segmentstore.tier2 import SegmentReader, open_chunk_storage
+from segmentstore.tier2.chunk_index import index_object_key
 
 GiB = 1 << 30
 NAME = "bench/time"
@@ -89,7 +90,7 @@ async def _run(data_dir: Path, total_bytes: int) -> list[dict[str, Any]]:
             await container.storage_writer.flush_all()
     storage = open_chunk_storage((data_dir / "tier2").as_uri())
     manifest = SegmentReader(storage).list_segments(NAME)[0]
-    sidecars = [time_index_key(c.key) for c in manifest.chunks]
+    sidecars = [index_object_key(c) for c in manifest.chunks]
     sidecar_bytes = sum(storage.size(k) for k in sidecars if storage.exists(k))
     async with SegmentStore.open(data_dir, containers=1) as store:
         print("asking offset_at with the data only in Tier 2 ...", flush=True)

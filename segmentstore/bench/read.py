@@ -6,6 +6,11 @@ is what any read that hands out a stable buffer must at least do. Tail latency i
 end to end: from the moment a writer calls ``append`` to the moment each of the waiting
 readers has the bytes, so it includes the Tier 1 fsync; the append's own latency is shown
 beside it.
+
+Reads that miss the cache are measured too: a segment flushed to Tier 2 (a local directory),
+read through a store opened again over it (its cache empty), in 1 MiB reads, with the checks of
+the Tier 2 chunks' checksums on and off (``storage_writer.verify_checksums``), the two taking
+turns in one run; the ratio is what verifying costs.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import asyncio
 import os
 import random
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -47,6 +53,44 @@ async def _cached_reads(store: SegmentStore, size: int, seconds: float) -> float
             offset = rng.randrange(0, SEGMENT_BYTES - size + 1)
             read += len(await store.read("bench/cached", offset, size))
     return read / elapsed / 1e6
+
+
+async def _tier2_pass(directory: Path, verify: bool) -> float:
+    """MB/s of reading the whole flushed segment from Tier 2 through a store just opened."""
+    async with SegmentStore.open(
+        directory, storage_writer={"verify_checksums": verify}, cache={"max_bytes": 16 * MiB}
+    ) as store:
+        begun = time.perf_counter()
+        read = 0
+        for offset in range(0, SEGMENT_BYTES, MiB):
+            read += len(await store.read("bench/tier2", offset, MiB))
+        assert read >= SEGMENT_BYTES
+        return read / (time.perf_counter() - begun) / 1e6
+
+
+async def _tier2_reads(directory: Path, passes: int) -> list[dict[str, Any]]:
+    data = os.urandom(SEGMENT_BYTES)
+    # Frequent checkpoints: once flushed, Tier 1 is truncated, and the stores opened again
+    # recover (and cache) nothing of the segment.
+    async with SegmentStore.open(directory, durable_log={"checkpoint_every_frames": 4}) as store:
+        await store.create_segment("bench/tier2")
+        for offset in range(0, SEGMENT_BYTES, MiB):
+            await store.append("bench/tier2", data[offset : offset + MiB])
+        for container in store.containers:
+            assert container.storage_writer is not None
+            await container.storage_writer.flush_all()
+        for i in range(16):  # frames after the flush: checkpoints that Tier 1 is cut at
+            await store.append("bench/tier2", b"%d" % i)
+    await _tier2_pass(directory, True)  # untimed: the files into the page cache, for both
+    on, off = [], []
+    for _ in range(passes):
+        on.append(await _tier2_pass(directory, True))
+        off.append(await _tier2_pass(directory, False))
+    median_on, median_off = statistics.median(on), statistics.median(off)
+    return [
+        {"case": "tier2 miss, checksums on", "mb_s": median_on, "ratio": median_on / median_off},
+        {"case": "tier2 miss, checksums off", "mb_s": median_off, "ratio": 1.0},
+    ]
 
 
 async def _tail_latency(store: SegmentStore, readers: int, appends: int) -> dict[str, float]:
@@ -103,7 +147,9 @@ async def _run(directory: Path, seconds: float, appends: int) -> dict[str, Any]:
         for readers in (1, 100):
             print(f"... append to tail read, {readers} waiting readers", flush=True)
             tails.append({"readers": readers, **await _tail_latency(store, readers, appends)})
-    return {"reads": reads, "tail": tails}
+    print("... reads from Tier 2 (cache misses), checksums on and off in turns", flush=True)
+    misses = await _tier2_reads(directory / "tier2-reads", passes=5)
+    return {"reads": reads, "tail": tails, "misses": misses}
 
 
 def run(seconds: float, appends: int, directory: str | None, json_path: str | None) -> None:
@@ -131,4 +177,10 @@ def run(seconds: float, appends: int, directory: str | None, json_path: str | No
             ("append_p50_ms", "append p50 ms", ".3f"),
         ],
     )
-    write_json(json_path, "read", [*results["reads"], *results["tail"]])
+    print()
+    print_table(
+        results["misses"],
+        [("case", "reads missing the cache", "s"), ("mb_s", "MB/s", ",.0f"),
+         ("ratio", "on/off", ".2f")],
+    )  # fmt: skip
+    write_json(json_path, "read", [*results["reads"], *results["tail"], *results["misses"]])

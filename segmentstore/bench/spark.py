@@ -10,7 +10,9 @@ the same Arrow batches, one process, no Spark. The data source runs on a local s
 scan is timed as a ``noop`` write (every row of every column is produced, nothing is stored),
 after ``warmups`` untimed scans: the JVM needs a few scans of this size to compile its hot
 paths (the first is 2-3 times slower than the fifth), and a long scan runs compiled. Both
-report the median of ``runs`` timed scans.
+report the median of ``runs`` timed scans. The data source is timed with its checksum checks
+on (the default) and off (``verify_checksums=false``), the two scans taking turns in one
+session, so that the cost of verifying every block is a ratio within the run.
 """
 
 from __future__ import annotations
@@ -88,8 +90,9 @@ def _spark_scan(
     warmups: int,
     say: Callable[[str], None],
     environ: Mapping[str, str],
-) -> list[float]:
-    """The timed ``noop`` scans of the data source on ``master``; one session, stopped after."""
+) -> tuple[list[float], list[float]]:
+    """The timed ``noop`` scans of the data source on ``master``, with checksums verified and
+    not, taking turns; one session, stopped after."""
     from segmentstore.jobs.session import start_session  # only now: the baseline never loads it
     from segmentstore.jobs.standalone import StandaloneCluster
 
@@ -113,12 +116,23 @@ def _spark_scan(
         first = time.perf_counter() - begun
         say(f"  first query (a count; it starts the Python workers): {first:.1f} s")
         noop = events.write.format("noop").mode("overwrite")
-        say(f"data source: {warmups} untimed + {runs} timed scans ...")
-        warm = _timed(noop.save, warmups)
+        unverified = (
+            spark.read.format("segmentstore")
+            .options(tier2=uri, segments="bench/*", verify_checksums="false")
+            .load()
+            .write.format("noop")
+            .mode("overwrite")
+        )
+        say(f"data source: {warmups} untimed + {runs} timed scans, checksums on and off ...")
+        warm = _timed(noop.save, warmups) + _timed(unverified.save, 1)
         say(f"  untimed: {', '.join(f'{s:.2f} s' for s in warm)}")
-        seconds = _timed(noop.save, runs)
-        say(f"  {', '.join(f'{s:.2f} s' for s in seconds)}")
-        return seconds
+        verified_s, unverified_s = [], []
+        for _ in range(runs):
+            verified_s += _timed(noop.save, 1)
+            unverified_s += _timed(unverified.save, 1)
+        say(f"  verified: {', '.join(f'{s:.2f} s' for s in verified_s)}")
+        say(f"  not verified: {', '.join(f'{s:.2f} s' for s in unverified_s)}")
+        return verified_s, unverified_s
 
 
 def _timed(scan: Callable[[], Any], runs: int) -> list[float]:
@@ -175,8 +189,11 @@ def run(
 
         cases = [("pyarrow, 1 process", baseline)]
         for case_master in masters:
-            seconds = _spark_scan(case_master, uri, expected, runs, warmups, say, environ or {})
-            cases.append((f"data source, {case_master.label}", seconds))
+            verified, unverified = _spark_scan(
+                case_master, uri, expected, runs, warmups, say, environ or {}
+            )
+            cases.append((f"data source, {case_master.label}", verified))
+            cases.append((f"data source, {case_master.label}, checksums off", unverified))
 
     base_rate = expected / statistics.median(baseline)
     rows = []

@@ -94,7 +94,12 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from segmentstore.drill.deployment import Deployment, RunningDeployment, SpawnedDeployment
+    from segmentstore.drill.deployment import (
+        Deployment,
+        RunningDeployment,
+        SpawnedDeployment,
+        checkpoint_every_frames,
+    )
     from segmentstore.drill.faults import FAULTS, kinds_for
     from segmentstore.drill.progress import DrillProgress
     from segmentstore.drill.runner import DrillOptions, run_drill
@@ -127,18 +132,26 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     deployment: Deployment
+    checkpoint_frames = checkpoint_every_frames(args.seed)
     if args.nodes > 1:
         from segmentstore.drill.cluster_deployment import SpawnedCluster
 
-        deployment = SpawnedCluster(args.tier2, args.nodes, os.environ, args.lease_ms)
+        checkpoints = {"SEGMENTSTORE_DURABLE_LOG__CHECKPOINT_EVERY_FRAMES": str(checkpoint_frames)}
+        deployment = SpawnedCluster(
+            args.tier2, args.nodes, os.environ, args.lease_ms, settings=checkpoints
+        )
     elif jetstream_node:
         from segmentstore.drill.jetstream_power import SpawnedJetStreamNode
 
         sync = None if args.jetstream_sync == "default" else "always"
-        deployment = SpawnedJetStreamNode(sync, args.fs_model or "journaled")
+        deployment = SpawnedJetStreamNode(
+            sync, args.fs_model or "journaled", checkpoint_frames=checkpoint_frames
+        )
     elif args.spawn:
         power_loss = "power_loss" in faults
-        deployment = SpawnedDeployment(args.tier2, None, power_loss, args.fs_model or "strict")
+        deployment = SpawnedDeployment(
+            args.tier2, None, power_loss, args.fs_model or "strict", checkpoint_frames
+        )
     else:
         deployment = RunningDeployment(args.url, args.kill_cmd)
     options = DrillOptions(

@@ -31,6 +31,7 @@ from segmentstore.containers.status import ContainerStatus
 from segmentstore.contracts.attributes import AttributeUpdate
 from segmentstore.contracts.errors import (
     ContainerUnavailableError,
+    DataCorruptedError,
     EndOfSegmentError,
     InsufficientStorageError,
     OffsetBeyondEndError,
@@ -62,7 +63,7 @@ from segmentstore.reading.tier2_reads import Tier2Reads
 from segmentstore.reading.time_lookup import TimeLookup
 from segmentstore.settings import MetadataSettings, StoreSettings
 from segmentstore.tier1 import DataLogError, DurableDataLog
-from segmentstore.tier2 import SegmentState, Tier2Error
+from segmentstore.tier2 import ChunkCorruptedError, SegmentState, Tier2Error
 from segmentstore.writer.manifest_state import manifest_state
 from segmentstore.writer.writer import Writer
 
@@ -102,6 +103,7 @@ class SegmentContainer(ContainerGauges):
         self.failure: str | None = None
         self.failure_error: BaseException | None = None
         self.auto_recoveries = 0  # recoveries the supervisor started
+        self.corrupted_reads = 0  # Tier 2 reads refused: bytes that failed their checksum
         self.recovery = RecoveryStats()
         self._reset()
 
@@ -534,6 +536,8 @@ class SegmentContainer(ContainerGauges):
                     return await self._tier2.read(
                         source, offset - at, min(wanted, at + length - offset)
                     )
+                except ChunkCorruptedError as error:
+                    raise self._corrupted(error) from error
                 except Tier2Error:
                     break  # the writer finished the merge meanwhile: the target has them now
         try:
@@ -548,12 +552,19 @@ class SegmentContainer(ContainerGauges):
                 )
             index = self._effects.indexes[segment.id]
             return await self._tier2.read_into(index, segment, offset, wanted)
+        except ChunkCorruptedError as error:
+            raise self._corrupted(error) from error
         except Tier2Error as error:
             raise ContainerUnavailableError(self.id, f"Tier 2 read failed: {error}") from error
 
     async def _changed(self, name: str, op: Operation) -> SegmentInfo:
         await self._process_on((name,), op)
         return await self.get_info(name)
+
+    def _corrupted(self, error: ChunkCorruptedError) -> DataCorruptedError:
+        self.corrupted_reads += 1
+        log.error("container %d: %s", self.id, error)
+        return DataCorruptedError(error.segment, error.chunk, error.start, error.end, error.reason)
 
     async def set_retention(self, name: str, retention: dict[str, int]) -> SegmentInfo:
         return await self._changed(name, SetRetentionOperation(name, retention))

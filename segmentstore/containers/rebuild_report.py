@@ -42,15 +42,19 @@ class RebuiltSegment:
     start_offset: int
     length: int
     sealed: bool
+    # the byte ranges Tier 2 holds but cannot prove (checksums that fail, a chunk short or
+    # missing): restored as part of the length, but every read of them is refused
+    damaged: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, manifest: SegmentManifest) -> RebuiltSegment:
+    def of(cls, manifest: SegmentManifest, damaged: tuple[str, ...] = ()) -> RebuiltSegment:
         return cls(
             manifest.name,
             manifest.segment_id,
             manifest.start_offset,
             manifest.storage_length,
             manifest.sealed,
+            damaged,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -60,6 +64,7 @@ class RebuiltSegment:
             "start_offset": self.start_offset,
             "length": self.length,
             "sealed": self.sealed,
+            "damaged": list(self.damaged),
         }
 
 
@@ -126,6 +131,8 @@ class RebuildReport:
                     ", sealed" if s.sealed else "",
                     lost,
                 )
+                for damage in s.damaged:
+                    log.error("rebuilt %r holds damaged bytes in Tier 2: %s", s.name, damage)
         rebuilt = [c.container for c in self.containers if not c.kept]
         log.warning(
             "rebuilt Tier 1 of containers %s from Tier 2 at %s: %d segments restored with every"

@@ -6,7 +6,10 @@ segments that map to it: name, segment id (kept: the manifest and the keys of ne
 it), start offset, length = storage length, and the seal. The container then recovers from
 that checkpoint like from any other, and its Storage Writer flushes new appends after the
 restored length into new chunks. What Tier 2 does not keep is lost, and the report names it
-(:mod:`.rebuild_report`).
+(:mod:`.rebuild_report`). Every byte adopted is read back and verified against its chunk's
+checksums first: a damaged range (a checksum that fails, a chunk short or missing) is
+restored as part of the length, so that the segment's offsets stay those its writers were
+told, and named in the report; reads of it are refused (``data_corrupted``).
 
 The new log is opened at an epoch above every owner epoch its manifests carry: the manifests
 fence any owner below that, so the Storage Writer's first save would otherwise be refused.
@@ -27,7 +30,17 @@ from segmentstore.logs.durable_log import DurableLog
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.settings import DurableLogSettings
 from segmentstore.tier1 import DataLogError, DurableDataLog
-from segmentstore.tier2 import ChunkStorage, SegmentManifest, SegmentReader, Tier2Error
+from segmentstore.tier2 import (
+    ChunkCorruptedError,
+    ChunkNotFoundError,
+    ChunkStorage,
+    SegmentManifest,
+    SegmentReader,
+    Tier2Error,
+)
+
+# Bytes read back at a time to verify them.
+_VERIFY_PIECE = 8 << 20
 
 
 def segments_by_container(
@@ -78,8 +91,10 @@ async def rebuild_from_tier2(
     """Rebuild the Tier 1 log of every container whose log is empty from the manifests in
     ``storage``; ``InvalidArgumentError`` if Tier 1 or Tier 2 fails meanwhile (a rebuild that
     stops halfway is simply run again)."""
+    reader = SegmentReader(storage)
     try:
-        manifests = await asyncio.to_thread(SegmentReader(storage).list_segments)
+        manifests = await asyncio.to_thread(reader.list_segments)
+        damage = {m.name: await asyncio.to_thread(damaged_ranges, reader, m) for m in manifests}
     except Tier2Error as error:
         raise InvalidArgumentError(f"cannot read the manifests in {uri}: {error}") from error
     grouped = segments_by_container(manifests, containers)
@@ -88,7 +103,12 @@ async def rebuild_from_tier2(
         found = grouped.get(container_id, [])
         try:
             rebuilt = await _rebuild_container(
-                container_id, data_log_of(container_id), found, settings, report.rebuilt_at_ms
+                container_id,
+                data_log_of(container_id),
+                found,
+                settings,
+                report.rebuilt_at_ms,
+                damage,
             )
         except DataLogError as error:
             raise InvalidArgumentError(
@@ -104,6 +124,7 @@ async def _rebuild_container(
     manifests: list[SegmentManifest],
     settings: DurableLogSettings,
     now_ms: int,
+    damage: dict[str, tuple[str, ...]],
 ) -> ContainerRebuild:
     above_owners = 1 + max((m.owner_epoch for m in manifests), default=0)
     epoch = await data_log.open(min_epoch=above_owners)
@@ -114,8 +135,27 @@ async def _rebuild_container(
             await _write_checkpoint(container_id, data_log, metadata, settings)
     finally:
         await data_log.close()
-    segments = tuple(RebuiltSegment.of(m) for m in manifests)
+    segments = tuple(RebuiltSegment.of(m, damage.get(m.name, ())) for m in manifests)
     return ContainerRebuild(container_id, epoch, segments, kept)
+
+
+def damaged_ranges(reader: SegmentReader, manifest: SegmentManifest) -> tuple[str, ...]:
+    """Read ``manifest``'s bytes back, verified; the ranges that fail, described."""
+    found: list[str] = []
+    position, end = manifest.start_offset, manifest.storage_length
+    while position < end:
+        try:
+            position += len(
+                reader.read_from(manifest, position, min(_VERIFY_PIECE, end - position))
+            )
+        except ChunkCorruptedError as error:
+            found.append(f"[{error.start}, {error.end}) in chunk {error.chunk}: {error.reason}")
+            position = max(error.end, position + 1)
+        except ChunkNotFoundError as error:
+            chunk = next(c for c in manifest.chunks if c.key == error.key)
+            found.append(f"[{chunk.start_offset}, {chunk.end_offset}): chunk {chunk.key} is gone")
+            position = chunk.end_offset
+    return tuple(found)
 
 
 async def _holds_records(data_log: DurableDataLog) -> bool:

@@ -29,6 +29,7 @@ of docs/api.md, which a test holds to them (tests/contracts/test_errors.py, as t
     ├── ThrottledError                     throttled              (retry_after_ms)
     ├── ContainerUnavailableError          container_unavailable  (container, retry_after_ms)
     ├── InsufficientStorageError           insufficient_storage
+    ├── DataCorruptedError                 data_corrupted         (segment, chunk, start, end)
     └── ContainerFailureError              never on the wire: why a container stopped for good
         ├── DataCorruptionError            Tier 1 holds what cannot have been written
         │   ├── FrameFormatError               (logs/data_frame.py) a frame that does not parse
@@ -265,6 +266,28 @@ class ContainerUnavailableError(SegmentStoreError):
 class InsufficientStorageError(SegmentStoreError):
     code = "insufficient_storage"
     status = 507
+
+
+class DataCorruptedError(SegmentStoreError):
+    """Tier 2 bytes ``[start, end)`` of ``segment`` (in ``chunk``) do not match the checksum
+    written with them, or are missing from a short chunk: never returned as data, and not
+    worth retrying as they are (a person must restore them)."""
+
+    code = "data_corrupted"
+    # Tier 2 answered with bytes that fail their checksum: the store, a gateway to Tier 2, got
+    # a bad answer from it. Not 503: retrying will not mend them.
+    status = 502
+    _field_names = ("segment", "chunk", "start", "end")
+
+    def __init__(self, segment: str, chunk: str, start: int, end: int, reason: str) -> None:
+        super().__init__(
+            f"bytes [{start}, {end}) of segment {segment!r} in Tier 2 chunk {chunk} are"
+            f" damaged: {reason}"
+        )
+        self.segment = segment
+        self.chunk = chunk
+        self.start = start
+        self.end = end
 
 
 class ContainerFailureError(SegmentStoreError):

@@ -37,8 +37,9 @@ class SpawnedJetStreamNode(SpawnedDeployment):
         sync_interval: str | None = "always",
         fs_model: str = "journaled",
         work_dir: Path | None = None,
+        checkpoint_frames: int = 20,
     ) -> None:
-        super().__init__("file", work_dir)
+        super().__init__("file", work_dir, checkpoint_frames=checkpoint_frames)
         self.sync_interval = sync_interval
         self.fs_model = fs_model
         self._lazy = LazyDisks(self.work_dir, fs_model)
@@ -53,7 +54,9 @@ class SpawnedJetStreamNode(SpawnedDeployment):
         if self._lazy.unavailable is not None:
             self.unavailable["jetstream_power_loss"] = self._lazy.unavailable
         await asyncio.to_thread(self._jetstream.start)
-        settings = node_settings(self.work_dir.joinpath("tier2").as_uri(), {})
+        settings = node_settings(
+            self.work_dir.joinpath("tier2").as_uri(), {}, self.checkpoint_frames
+        )
         settings["tier1"] = {
             "mode": "jetstream",
             "jetstream": {

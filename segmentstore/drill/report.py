@@ -32,6 +32,7 @@ class DrillReport:
     acknowledged_bytes: int = 0
     verified: int = 0
     lost: int = 0
+    lost_reasons: dict[str, int] = field(default_factory=dict)  # why -> how many of the lost
     torn: int = 0  # bytes that were not whole records
     duplicated: int = 0
     duplicates_answered: int = 0
@@ -129,7 +130,7 @@ class DrillReport:
             ("acknowledged appends", self.acknowledged),
             ("acknowledged bytes", self.acknowledged_bytes),
             ("verified in place", self.verified),
-            ("lost", self.lost),
+            ("lost", _with_reasons(self.lost, self.lost_reasons)),
             ("torn bytes", self.torn),
             ("duplicated", self.duplicated),
             ("retries answered duplicate", self.duplicates_answered),
@@ -180,6 +181,12 @@ def _percentile(sorted_values: list[float], q: float) -> float | None:
         return None
     rank = max(0, math.ceil(q * len(sorted_values)) - 1)
     return sorted_values[rank]
+
+
+def _with_reasons(count: int, reasons: dict[str, int]) -> str:
+    if not reasons:
+        return str(count)
+    return f"{count} ({', '.join(f'{why}: {n}' for why, n in sorted(reasons.items()))})"
 
 
 def _seconds(value: float | None) -> str:

@@ -29,7 +29,7 @@ from segmentstore.drill.ledger import Verdict
 from segmentstore.drill.load import Load, answered
 from segmentstore.drill.report import DrillReport, FaultRecord
 from segmentstore.drill.resources import ResourceSampler
-from segmentstore.drill.verify import VerifyError, exactly_once_failures, verify_all
+from segmentstore.drill.verify import exactly_once_failures, verify_all
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ async def _drill(
             if outcome.recovery_s is not None:
                 # What the previous checks read is read again only at the end: reading
                 # everything after every fault grows with the square of the run's length.
-                verdict = await _verify(load, client, options.max_recovery_s, checked_to)
+                verdict = await verify_all(load, client, options.max_recovery_s, checked_to)
                 checked_to.update(verdict.ends)
                 _merge(report, verdict)
         remaining = options.duration_s - (time.monotonic() - started)
@@ -156,7 +156,7 @@ async def _drill(
     except RuntimeError as error:  # still verify what can be read, and say so
         report.problems.append(str(error))
         ready = False
-    final = await _verify(load, client, options.max_recovery_s)
+    final = await verify_all(load, client, options.max_recovery_s)
     report.verified = final.checked
     _merge(report, final)
     if ready:  # else each retry would wait out its own deadline
@@ -187,26 +187,13 @@ def _snapshot(report: DrillReport, load: Load) -> DrillReport:
 def _merge(report: DrillReport, verdict: Verdict) -> None:
     # A check after a fault reads what was appended since the one before, the final check
     # reads everything: the worst count any of them found is reported.
-    report.lost = max(report.lost, verdict.lost)
+    if verdict.lost > report.lost:
+        report.lost, report.lost_reasons = verdict.lost, dict(verdict.lost_reasons)
     report.torn = max(report.torn, verdict.torn_bytes)
     report.duplicated = max(report.duplicated, verdict.duplicated)
     for problem in verdict.problems:
         if problem not in report.problems and len(report.problems) < 20:
             report.problems.append(problem)
-
-
-async def _verify(
-    load: Load,
-    client: httpx.AsyncClient,
-    timeout_s: float,
-    since: dict[str, int] | None = None,
-) -> Verdict:
-    try:
-        return await verify_all(load, client, timeout_s, since)
-    except VerifyError as error:
-        verdict = Verdict()
-        verdict.problems.append(f"could not verify: {error}")
-        return verdict
 
 
 async def _pause(

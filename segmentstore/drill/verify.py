@@ -23,6 +23,10 @@ _READ_BYTES = 4 << 20
 class VerifyError(RuntimeError):
     """The store did not answer well enough, within the deadline, to verify anything."""
 
+    def __init__(self, message: str, reason: str = "no answer") -> None:
+        super().__init__(message)
+        self.reason = reason  # short, to count losses by: the error code, or "no answer"
+
 
 async def _get(
     client: httpx.AsyncClient, path: str, patience_s: float, **params: int
@@ -38,10 +42,11 @@ async def _get(
             if answer.status_code == 404 and "segment_not_found" in answer.text:
                 return None
             why = f"{answer.status_code} {answer.text[:200]}"
+            reason = f"{answer.status_code} {_error_code(answer)}"
         except httpx.TransportError as error:
-            why = repr(error)
+            why, reason = repr(error), "no answer"
         if time.monotonic() > deadline:
-            raise VerifyError(f"GET {path}: {why}")
+            raise VerifyError(f"GET {path}: {why}", reason)
         await asyncio.sleep(0.1)
 
 
@@ -59,6 +64,10 @@ async def verify_all(
     hour under load is minutes, not the patience owed to one answer. Once a segment could not
     be read, each of the rest gets one try: a store that is down would otherwise cost
     ``timeout_s`` per segment.
+
+    Every acknowledged append that cannot be read back is lost, whatever the reason (an
+    offline container, a short chunk, a damaged manifest): the verdict counts it under that
+    reason (``unreadable: 503 container_unavailable``) beside those missing from what was read.
     """
     verdict = Verdict()
     unreadable: list[str] = []
@@ -66,43 +75,63 @@ async def verify_all(
         ledger = copy.deepcopy(live)  # before the read: all of it was acknowledged by then
         start = (since or {}).get(name, 0)
         try:
-            start, data = await _read_from(client, name, start, 0.0 if unreadable else timeout_s)
-        except VerifyError as error:
-            unreadable.append(f"{name} ({len(ledger.acknowledged)} acknowledged): {error}")
+            start, data, failure = await _read_from(
+                client, name, start, 0.0 if unreadable else timeout_s
+            )
+        except VerifyError as error:  # not even its length
+            unread = sum(1 for offset, _ in ledger.acknowledged.values() if offset >= start)
+            unreadable.append(f"{name} ({unread} acknowledged from {start}): {error}")
+            verdict.count_lost(f"unreadable: {error.reason}", unread)
             continue
-        end = start + len(data)
-        verdict.add(check(name, ledger, parse(data, base=start), end, start))
-    if unreadable and len(unreadable) == len(load.ledgers):
-        raise VerifyError("; ".join(unreadable[:3]))
+        if failure is None:
+            verdict.add(check(name, ledger, parse(data, base=start), start + len(data), start))
+            continue
+        # What was read is checked; the acknowledged records past it are lost, and why.
+        parsed = parse(data, base=start, final=False)
+        end = parsed.end if parsed.torn_at is None else parsed.torn_at
+        unreadable.append(f"{name} from {end}: {failure}")
+        reason = f"unreadable: {failure.reason}"
+        verdict.add(check(name, ledger, parsed, end, start, reason))
     verdict.problems.extend(f"could not verify {why}" for why in unreadable[:10])
     return verdict
 
 
+def _error_code(answer: httpx.Response) -> str:
+    try:
+        return str(answer.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return "no error code"
+
+
 async def _read_from(
     client: httpx.AsyncClient, name: str, start: int, patience_s: float
-) -> tuple[int, bytes]:
-    """(where the read began, the segment's bytes from there): from ``start``, or from 0 if
-    the segment is now shorter than that (what was checked is gone: it is checked again, and
-    found lost); no bytes if it does not exist (a lost segment loses every append)."""
+) -> tuple[int, bytes, VerifyError | None]:
+    """(where the read began, the segment's bytes from there, why they end before its end if
+    they do): from ``start``, or from 0 if the segment is now shorter than that (what was
+    checked is gone: it is checked again, and found lost); no bytes if it does not exist (a
+    lost segment loses every append). ``VerifyError`` if not even its length can be read."""
     info = await _get(client, segment_path(name), patience_s)
     if info is None:
-        return 0, b""
+        return 0, b"", None
     length = int(json.loads(info)["length"])
     if length < start:
         start = 0
     data = bytearray()
     while start + len(data) < length:
-        piece = await _get(
-            client,
-            segment_path(name) + ":read",
-            patience_s,
-            offset=start + len(data),
-            max_length=min(_READ_BYTES, length - start - len(data)),
-        )
+        try:
+            piece = await _get(
+                client,
+                segment_path(name) + ":read",
+                patience_s,
+                offset=start + len(data),
+                max_length=min(_READ_BYTES, length - start - len(data)),
+            )
+        except VerifyError as failure:
+            return start, bytes(data), failure
         if piece is None:
-            return 0, b""
+            return 0, b"", None
         data += piece
-    return start, bytes(data[: length - start])
+    return start, bytes(data[: length - start]), None
 
 
 async def exactly_once_failures(load: Load, client: httpx.AsyncClient) -> list[str]:

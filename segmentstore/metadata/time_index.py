@@ -4,7 +4,7 @@ Every append reports its range and time; an entry is kept at most every
 ``time_index_interval_bytes`` of appends (the first append always gets one), so the index costs
 16 bytes per interval of the segment's Tier 1 tail. Once the Storage Writer has put a range in
 Tier 2 it writes the range's entries into the chunk's sidecar
-(:mod:`segmentstore.tier2.time_index`) and they are dropped from here.
+(:mod:`segmentstore.tier2.chunk_index`) and they are dropped from here.
 
 The index lives in the segment's metadata, so it is changed by ``Operation.apply`` and saved by
 checkpoints: recovery's replay rebuilds the same entries. A running container keeps it in the
@@ -57,13 +57,17 @@ class SegmentTimeIndex:
     def record(self, offset: int, end: int, time_ms: int, interval: int) -> None:
         """An append of ``[offset, end)`` was made at ``time_ms``. It gets an entry if it would
         end more than an interval past the latest entry: so entries are at most an interval
-        apart, or one append apart where a single append is larger than that."""
+        apart, or one append apart where a single append is larger than that. It also gets
+        one if it is the first to begin in its aligned window of ``interval`` bytes, so that
+        the first event at or after any multiple of the interval is known (a reader that skips
+        a damaged checksum block resumes there: :mod:`segmentstore.tier2.chunk_index`)."""
         # Runs once per append: plain comparisons rather than max() calls.
         if time_ms < self.last_time_ms:
             time_ms = self.last_time_ms
         else:
             self.last_time_ms = time_ms
-        if end - self.last_entry_offset > interval or self.last_entry_offset < 0:
+        last = self.last_entry_offset
+        if end - last > interval or last < 0 or offset // interval != last // interval:
             self.add(offset, time_ms)
 
     def add(self, offset: int, time_ms: int) -> None:

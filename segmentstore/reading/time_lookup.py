@@ -1,6 +1,6 @@
 """Questions about a segment's append boundaries, answered from its whole time index: the
 in-memory tail (:mod:`segmentstore.metadata.time_index`) and the Tier 2 sidecars
-(:mod:`segmentstore.tier2.time_index`).
+(:mod:`segmentstore.tier2.chunk_index`).
 
 Times never decrease along a segment (merged chunks are re-stamped with the merge's time), so
 "the latest boundary made before T" is a binary search: over the chunks by the time of their

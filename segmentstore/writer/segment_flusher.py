@@ -16,16 +16,15 @@ from collections.abc import Sequence
 from segmentstore.logs.operations import Buffer
 from segmentstore.tier2 import (
     ChunkExistsError,
+    ChunkIndexBuilder,
     ChunkInfo,
     ChunkStorage,
     ManifestStore,
     SegmentManifest,
     SegmentState,
     chunk_key,
-    read_time_index,
-    time_index_key,
 )
-from segmentstore.tier2.time_index import encode_entries
+from segmentstore.tier2.chunk_index import index_object_key, retime_index
 
 
 @dataclasses.dataclass(slots=True)
@@ -34,7 +33,8 @@ class _OpenChunk:
 
     key: str
     size: int  # its actual size in storage
-    index_size: int | None  # its sidecar's size; None while it has none
+    index: ChunkIndexBuilder  # the checksums and boundaries of its bytes so far
+    index_size: int | None  # its index object's size; None while it has none
     opened: float  # time.monotonic() when it was created
 
 
@@ -50,8 +50,10 @@ class SegmentFlusher:
         epoch: int,
         max_chunk_bytes: int,
         max_chunk_age_ms: int,
+        checksum_block_bytes: int,
     ) -> None:
         self._storage = storage
+        self._block_bytes = checksum_block_bytes
         self._manifests = manifests
         self.name = name
         self.segment_id = segment_id
@@ -165,9 +167,9 @@ class SegmentFlusher:
         length: int,
         entries: Sequence[tuple[int, int]] = (),
     ) -> None:
-        """Put ``length`` bytes at ``offset`` (== storage_length) into a chunk, and their time
-        index ``entries`` into its sidecar, then the manifest. ``length`` must fit in
-        :meth:`room`."""
+        """Put ``length`` bytes at ``offset`` (== storage_length) into a chunk, and their
+        checksums and time index ``entries`` into its index, then the manifest. ``length``
+        must fit in :meth:`room`."""
         base = self._base()
         if offset != base.storage_length:
             raise AssertionError(
@@ -184,8 +186,11 @@ class SegmentFlusher:
                 key = chunk_key(self.name, offset, self._epoch, self.segment_id)
                 _create_anew(self._storage, key, parts)
                 chunks.append(ChunkInfo(key, offset, length))
-                open_chunk = _OpenChunk(key, length, None, time.monotonic())
-            open_chunk.index_size = self._write_index(chunks[-1], entries, open_chunk.index_size)
+                index = ChunkIndexBuilder(offset, self._block_bytes)
+                open_chunk = _OpenChunk(key, length, index, None, time.monotonic())
+            open_chunk.index_size = self._write_index(
+                chunks[-1], open_chunk.index.add(parts, entries), open_chunk.index_size
+            )
             self._open_chunk = open_chunk if self._storage.supports_append else None
             self._save(
                 dataclasses.replace(
@@ -195,22 +200,19 @@ class SegmentFlusher:
             )  # fmt: skip
         except BaseException:
             self._open_chunk = None  # its size on disk is no longer known for sure
+            # ... nor is the manifest: a save reported failed may have landed, and the next
+            # step must not take the chunks it names for unnamed leftovers (_create_anew).
+            self.manifest, self._token, self.known = None, None, False
             raise
 
-    def _write_index(
-        self, chunk: ChunkInfo, entries: Sequence[tuple[int, int]], index_size: int | None
-    ) -> int | None:
-        """Add ``entries`` to the sidecar of ``chunk``; its new size."""
-        if not entries:
-            return index_size
-        key = time_index_key(chunk.key)
+    def _write_index(self, chunk: ChunkInfo, records: bytes, index_size: int | None) -> int:
+        """Add ``records`` to the index of ``chunk``; its new size."""
+        key = index_object_key(chunk)
         if index_size is None:
-            data = encode_entries(chunk.start_offset, entries, first=True)
-            _create_anew(self._storage, key, [data])
-            return len(data)
-        data = encode_entries(chunk.start_offset, entries, first=False)
-        self._storage.append(key, index_size, [data])
-        return index_size + len(data)
+            _create_anew(self._storage, key, [records])
+            return len(records)
+        self._storage.append(key, index_size, [records])
+        return index_size + len(records)
 
     def _appendable(self) -> _OpenChunk | None:
         """The open chunk, unless it is full or old enough to roll (so that retention can
@@ -256,21 +258,14 @@ class SegmentFlusher:
         """Append a merged source's chunks (kept where they are) to this manifest at
         ``at_offset``, which must be this segment's storage length. To this segment the merge
         is one append made at ``time_ms``: the chunks' time indexes are rewritten with it, so
-        that times never go back along the segment."""
+        that times never go back along the segment (checksums are kept as they are)."""
         base = self._base()
         if base.storage_length != at_offset:
             raise AssertionError(
                 f"{self.name}: merge at {at_offset}, Tier 2 has {base.storage_length}"
             )
         for chunk in source.chunks:
-            entries = read_time_index(self._storage, chunk)
-            if entries:
-                data = encode_entries(
-                    chunk.start_offset, [e._replace(time_ms=time_ms) for e in entries], first=True
-                )
-                key = time_index_key(chunk.key)
-                self._storage.delete(key)
-                self._storage.create(key, [data])
+            retime_index(self._storage, chunk, time_ms)
         moved = tuple(ChunkInfo(c.key, c.start_offset + at_offset, c.length) for c in source.chunks)
         self._save(
             dataclasses.replace(
@@ -296,7 +291,7 @@ class SegmentFlusher:
     def _delete_chunks(self, chunks: Sequence[ChunkInfo]) -> None:
         for chunk in chunks:
             self._storage.delete(chunk.key)
-            self._storage.delete(time_index_key(chunk.key))
+            self._storage.delete(index_object_key(chunk))
 
 
 def _create_anew(storage: ChunkStorage, key: str, parts: Sequence[Buffer]) -> None:

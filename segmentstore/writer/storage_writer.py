@@ -298,6 +298,7 @@ class StorageWriter:
                 self._epoch,
                 self._settings.max_chunk_bytes,
                 self._settings.max_chunk_age_ms,
+                self._settings.checksum_block_bytes,
             )
             if segment.id in self._created:
                 self._created.discard(segment.id)
@@ -391,6 +392,7 @@ class StorageWriter:
                 flusher = self._flushers.pop(event.segment_id, None) or SegmentFlusher(
                     self._storage, self._manifests, event.name, event.segment_id,
                     self._epoch, self._settings.max_chunk_bytes, self._settings.max_chunk_age_ms,
+            self._settings.checksum_block_bytes,
                 )  # fmt: skip
                 await _in_thread(flusher.delete)
                 self._dirty.done(event.segment_id)
@@ -408,6 +410,7 @@ class StorageWriter:
         source = SegmentFlusher(
             self._storage, self._manifests, event.source_name, event.source_id,
             self._epoch, self._settings.max_chunk_bytes, self._settings.max_chunk_age_ms,
+            self._settings.checksum_block_bytes,
         )  # fmt: skip
         self._flushers.pop(event.source_id, None)
         manifest = await _in_thread(source.load)

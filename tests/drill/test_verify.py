@@ -13,6 +13,8 @@ from segmentstore.api.app import create_app
 from segmentstore.drill.load import Load, segment_path
 from segmentstore.drill.payload import record
 from segmentstore.drill.verify import verify_all
+from segmentstore.loopback import free_port
+from segmentstore.tier2 import ManifestStore, open_chunk_storage
 
 NAME = "drill/segment-000"
 
@@ -48,3 +50,76 @@ async def test_a_check_from_where_the_last_one_ended_reads_and_checks_only_the_r
             # An acknowledged record that is not at its offset beyond the start is lost.
             ledger.acknowledged[(9, 3)] = (first_end + 10, 88)
             assert (await verify_all(load, client, timeout_s=5, since=whole.ends)).lost == 1
+
+            # Acknowledged records beyond the segment's end are lost, and say so.
+            ledger.acknowledged[(9, 4)] = (first_end + 10_000, 88)
+            past = await verify_all(load, client, timeout_s=5, since=whole.ends)
+            assert past.lost == 2
+            assert past.lost_reasons == {"not at its offset": 1, "past the segment's end": 1}
+
+
+async def test_what_cannot_be_read_back_is_lost_with_the_reason(tmp_path: Path) -> None:
+    """A store that does not answer loses every acknowledged append it holds, as far as the
+    drill can tell: counted as lost beside the reason, never only as 'could not verify'."""
+    async with SegmentStore.open(tmp_path) as store:
+        transport = httpx.ASGITransport(app=create_app(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://store") as client:
+            load = Load(client, [NAME], writers=2, readers=0, payload_bytes=(100, 200), seed=6)
+            await load.create_segments()
+            load.start()
+            await asyncio.sleep(0.3)
+            await load.stop()
+    acknowledged = len(load.ledgers[NAME].acknowledged)
+    assert acknowledged > 0
+    port = free_port()  # nothing listens there
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as nobody:
+        verdict = await verify_all(load, nobody, timeout_s=0.3)
+    assert verdict.lost == acknowledged
+    assert verdict.lost_reasons == {"unreadable: no answer": acknowledged}
+    assert verdict.problems and verdict.problems[0].startswith("could not verify")
+
+
+async def test_a_damaged_chunk_loses_what_lies_past_the_damage_and_says_why(
+    tmp_path: Path,
+) -> None:
+    """A byte flipped in a flushed chunk: the read back stops there (the store answers
+    data_corrupted); what was read before is checked, and the acknowledged appends from the
+    damage on are lost under that reason."""
+    settings = {
+        "storage_writer": {"flush_interval_ms": 20, "checksum_block_bytes": 4096},
+        "durable_log": {"checkpoint_every_frames": 4},
+    }
+    async with SegmentStore.open(tmp_path, **settings) as store:
+        transport = httpx.ASGITransport(app=create_app(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://store") as client:
+            load = Load(client, [NAME], writers=2, readers=0, payload_bytes=(200, 400), seed=7)
+            await load.create_segments()
+            load.start()
+            await asyncio.sleep(0.5)
+            await load.stop()
+            for container in store.containers:
+                assert container.storage_writer is not None
+                await container.storage_writer.flush_all()
+            for seq in range(1, 13):  # checkpoints, so that Tier 1 is truncated behind Tier 2
+                await store.append(NAME, record(99, seq, 16))
+    storage = open_chunk_storage((tmp_path / "tier2").as_uri())
+    loaded = ManifestStore(storage).load(NAME)
+    assert loaded is not None
+    chunk = loaded[0].chunks[0]
+    assert chunk.length > 3 * 4096
+    data = bytearray(storage.read(chunk.key, 0, chunk.length))
+    data[chunk.length // 2] ^= 0x01
+    storage.delete(chunk.key)
+    storage.create(chunk.key, [bytes(data)])
+    storage.close()
+    acknowledged = load.ledgers[NAME].acknowledged
+    async with SegmentStore.open(tmp_path, **settings) as store:
+        transport = httpx.ASGITransport(app=create_app(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://store") as client:
+            verdict = await verify_all(load, client, timeout_s=0.5)
+    damaged_at = chunk.start_offset + chunk.length // 2 // 4096 * 4096
+    past = sum(1 for offset, _ in acknowledged.values() if offset + 400 > damaged_at)
+    assert 0 < verdict.lost <= past
+    assert verdict.lost_reasons == {"unreadable: 502 data_corrupted": verdict.lost}
+    assert verdict.checked == len(acknowledged) - verdict.lost > 0
+    assert verdict.torn_bytes == 0

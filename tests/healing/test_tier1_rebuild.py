@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from store_checks import flush, read_all, stored_segment
 
-from segmentstore import InvalidArgumentError, SegmentStore, Settings
+from segmentstore import DataCorruptedError, InvalidArgumentError, SegmentStore, Settings
 from segmentstore.tier2 import ChunkStorage, SegmentManifest, open_chunk_storage
 
 CREDENTIALS = {"access_key": "testing", "secret_key": "testing", "region": "us-east-1"}
@@ -242,3 +242,38 @@ async def test_an_interrupted_rebuild_is_run_again_and_keeps_what_it_wrote(
     report = json.loads((data / "rebuild-report.json").read_text())
     assert [c["tier1"] for c in report["containers"]] == ["kept", "kept", "rebuilt", "rebuilt"]
     assert not (data / "rebuild.incomplete").exists()
+
+
+async def test_a_rebuild_verifies_what_it_adopts_and_names_the_damage(tmp_path: Path) -> None:
+    """A byte flipped in a chunk before the rebuild: the report and the log name the damaged
+    range, the segment keeps its length (the offsets its writers were told), and a read of
+    the range is refused as data_corrupted while the rest reads byte for byte."""
+    tier2 = Tier2((tmp_path / "tier2").as_uri(), {})
+    data = tmp_path / "data"
+    async with tier2.open_store(data) as store:
+        before = await fill(store, random.Random(18))
+    name = SEGMENTS[5]
+    manifest, stored = tier2.segment(name)
+    chunk = manifest.chunks[0]
+    storage = tier2.storage()
+    damaged = bytearray(storage.read(chunk.key, 0, chunk.length))
+    damaged[chunk.length // 2] ^= 0x01
+    storage.delete(chunk.key)
+    storage.create(chunk.key, [bytes(damaged)])
+    storage.close()
+    shutil.rmtree(data)
+    async with tier2.open_store(data, rebuild_from_tier2=True) as store:
+        assert (await store.get_info(name)).length == manifest.storage_length
+        with pytest.raises(DataCorruptedError) as refused:
+            await store.read(name, chunk.start_offset + chunk.length // 2, 1)
+        assert (refused.value.segment, refused.value.chunk) == (name, chunk.key)
+        assert refused.value.start <= chunk.start_offset + chunk.length // 2 < refused.value.end
+        for other in SEGMENTS:
+            if other not in (name, SEGMENTS[4]):
+                assert await read_all(store, other) == before[other]
+    report = json.loads((data / "rebuild-report.json").read_text())
+    rebuilt = {s["name"]: s for c in report["containers"] for s in c["segments"]}
+    (damage,) = rebuilt[name]["damaged"]
+    assert damage.startswith(f"[{refused.value.start}, {refused.value.end}) in chunk {chunk.key}")
+    assert all(not s["damaged"] for n, s in rebuilt.items() if n != name)
+    assert stored  # the manifest's bytes were there before the damage

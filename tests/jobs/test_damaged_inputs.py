@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,9 @@ from segmentstore.jobs.errors import DataLossError
 from segmentstore.jobs.options import ScanOptions
 from segmentstore.jobs.planner import plan_scan
 from segmentstore.jobs.selection import open_read_storage
-from segmentstore.jobs.stream_offsets import next_offsets
+from segmentstore.jobs.stream_offsets import next_offsets as stamped_next_offsets
+from segmentstore.jobs.stream_offsets import split_incarnations
+from segmentstore.jobs.synthetic import CHECKSUM_BLOCK_BYTES, framed_appends, write_segment
 from segmentstore.tier2 import (
     ChunkStorage,
     InvalidTier2UriError,
@@ -25,10 +28,16 @@ from segmentstore.tier2 import (
     SegmentManifest,
     manifest_key,
     open_chunk_storage,
+    read_time_index,
 )
 
-from .conftest import Event
+from .conftest import Event, unframe
 from .test_planner import build, manifest_of, read_all
+
+
+def next_offsets(*args: Any, **kwargs: Any) -> dict[str, int]:
+    """The offsets of next_offsets' answer, without the incarnations (tested apart)."""
+    return split_incarnations(stamped_next_offsets(*args, **kwargs))[0]
 
 
 @pytest.fixture
@@ -183,3 +192,34 @@ def test_a_selection_that_matches_nothing_warns(
     with caplog.at_level(logging.WARNING):
         plan_scan(options(empty, "s/*"), empty)
     assert "matches segments=s/* (it holds no segment at all)" in caplog.text
+
+
+def test_a_chunk_cut_short_loses_only_what_its_checksums_cannot_prove(
+    storage: ChunkStorage,
+) -> None:
+    """A chunk cut short by 1,001 bytes: with fail_on_data_loss the scan fails naming the
+    range; without, every event wholly in the blocks still there is read, and the read
+    resumes at the first event recorded after the chunk (it used to lose the whole chunk)."""
+    appends = list(framed_appends(0, 900, 300, 1))
+    write_segment(storage, "s/0", iter(appends), chunk_bytes=160 * 1024)
+    events = unframe("s/0", b"".join(appends), 0)
+    manifest = manifest_of(storage, "s/0")
+    chunk = manifest.chunks[0]
+    kept_bytes = chunk.length - 1001
+    data = storage.read(chunk.key, 0, kept_bytes)
+    storage.delete(chunk.key)
+    storage.create(chunk.key, [data])
+    block = CHECKSUM_BLOCK_BYTES
+    damaged_from = chunk.start_offset + kept_bytes // block * block
+    with pytest.raises(DataLossError, match=rf"bytes \[{damaged_from}, {chunk.end_offset}\)"):
+        read_all(storage, plan_scan(options(storage), storage))
+    read = read_all(storage, plan_scan(options(storage), storage), fail_on_data_loss=False)
+    resumed = min(
+        e.offset
+        for c in manifest.chunks[1:]
+        for e in read_time_index(storage, c)
+        if e.offset >= chunk.end_offset
+    )
+    kept = [e for e in events if e[1] + 8 + len(e[2]) <= damaged_from or e[1] >= resumed]
+    assert read == kept
+    assert len(events) - len(read) < len(events) // 4  # far from the whole chunk

@@ -177,8 +177,9 @@ async def test_the_command_line_runs_stats_on_its_own_local_spark(tmp_path: Path
 
 @pytest.mark.slow
 async def test_a_failed_job_says_the_projects_error_in_one_line(tmp_path: Path) -> None:
-    """A chunk shorter than its manifest says fails a task on an executor: the command says
-    so in one line, with no Python traceback and no Java stack trace around it."""
+    """A chunk shorter than its manifest says fails a task on an executor (its checksummed
+    blocks are not all there): the command says so in one line, naming the range, with no
+    Python traceback and no Java stack trace around it."""
     rng = random.Random(36)
     uri, _ = await write(tmp_path, {"cli/0": random_events(rng, 300)})
     storage = open_chunk_storage(uri)
@@ -194,7 +195,8 @@ async def test_a_failed_job_says_the_projects_error_in_one_line(tmp_path: Path) 
     last = process.stderr.strip().splitlines()[-1]
     assert last.startswith(
         f"segmentstore spark stats: failed: DataLossError: data loss in segment 'cli/0', "
-        f"chunk {chunk.key}: bytes [{chunk.start_offset}, {chunk.end_offset}) cannot be read"
+        f"chunk {chunk.key}: bytes [{chunk.start_offset}, {chunk.end_offset}) are damaged: "
+        f"the chunk holds 100 of its {chunk.length} bytes"
     ), process.stderr
     for noise in ("Traceback", 'File "', "\tat ", "PythonException"):
         assert noise not in process.stderr, process.stderr

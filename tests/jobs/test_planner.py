@@ -9,6 +9,7 @@ start), a boundary that is no event boundary fails loudly, and lost data is an e
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from pathlib import Path
 
@@ -24,10 +25,11 @@ from segmentstore.tier2 import (
     ChunkStorage,
     ManifestStore,
     SegmentManifest,
+    TimeIndexEntry,
+    load_chunk_index,
     open_chunk_storage,
-    time_index_key,
 )
-from segmentstore.tier2.time_index import TimeIndexEntry, encode_entries
+from segmentstore.tier2.chunk_index import index_object_key
 
 from .conftest import HEADER, Event, unframe
 
@@ -68,11 +70,17 @@ def options(storage: ChunkStorage, **given: str) -> ScanOptions:
     return ScanOptions.parse({"tier2": storage.uri, "segments": "s/*", **given})
 
 
-def read_all(storage: ChunkStorage, plan: ScanPlan, fail_on_data_loss: bool = True) -> list[Event]:
+def read_all(
+    storage: ChunkStorage, plan: ScanPlan, fail_on_data_loss: bool = True, verify: bool = True
+) -> list[Event]:
     events = []
     for partition in plan.partitions:
         for batch in read_partition(
-            storage, partition, fail_on_data_loss=fail_on_data_loss, window_bytes=512
+            storage,
+            partition,
+            fail_on_data_loss=fail_on_data_loss,
+            window_bytes=512,
+            verify_checksums=verify,
         ):
             events += zip(
                 batch.column("segment").to_pylist(),
@@ -102,11 +110,16 @@ def test_sidecar_boundaries_split_segments_into_proven_partitions(storage: Chunk
     assert read_all(storage, plan) == expected
 
 
-def test_without_sidecars_a_segment_is_one_partition(storage: ChunkStorage) -> None:
+def test_without_indexes_a_segment_is_one_partition_read_only_unverified(
+    storage: ChunkStorage,
+) -> None:
     expected = build(storage, "s/0", 3, sidecars=False)
-    plan = plan_scan(options(storage), storage)
+    plan = plan_scan(options(storage, verify_checksums="false"), storage)
     assert len(plan.partitions) == 1
-    assert read_all(storage, plan) == expected
+    assert read_all(storage, plan, verify=False) == expected
+    # Chunks without checksums (written before there were any) cannot be verified.
+    with pytest.raises(DataLossError, match="no checksum covers"):
+        read_all(storage, plan_scan(options(storage), storage))
 
 
 def test_a_boundary_that_is_not_an_event_boundary_fails_the_partition_before_it(
@@ -120,11 +133,11 @@ def test_a_boundary_that_is_not_an_event_boundary_fails_the_partition_before_it(
         p.start for p in real.partitions if chunk.start_offset <= p.start < chunk.end_offset
     )
     bogus = boundary + 3  # inside the header of the event that starts there
-    key = time_index_key(chunk.key)
+    index = load_chunk_index(storage, chunk)
+    key = index_object_key(chunk)
     storage.delete(key)
-    storage.create(
-        key, [encode_entries(chunk.start_offset, [TimeIndexEntry(bogus, 0)], first=True)]
-    )
+    bogus_index = dataclasses.replace(index, boundaries=(TimeIndexEntry(bogus, 0),))
+    storage.create(key, [bogus_index.encode()])
     plan = plan_scan(options(storage), storage)
     assert bogus in [p.start for p in plan.partitions]
     with pytest.raises(BrokenFramingError, match=f"offset {bogus} of segment 's/0'"):
@@ -217,3 +230,26 @@ def test_bytes_mode_returns_the_raw_bytes_chunk_by_chunk(storage: ChunkStorage) 
     table = pa.Table.from_batches(batches)
     assert b"".join(table.column("data").to_pylist()) == b"".join(appends)
     assert all(len(d) <= 256 for d in table.column("data").to_pylist())
+
+
+def test_offsets_of_another_incarnation_are_data_loss_not_a_stale_read(
+    storage: ChunkStorage,
+) -> None:
+    """Offsets may name the incarnation they were taken from (as stream offsets and the
+    jobs' pinned scans do); a segment that is another one by now is never read from them."""
+    expected = build(storage, "s/0", 21)
+    manifest = manifest_of(storage, "s/0")
+    end = expected[-1][1]
+
+    def pinned(segment_id: int, **given: str) -> ScanOptions:
+        offsets = json.dumps({"s/0": {"segment_id": segment_id, "offset": end}})
+        return options(storage, ending_offsets=offsets, **given)
+
+    same = plan_scan(pinned(manifest.segment_id), storage)
+    assert read_all(storage, same) == expected[:-1]
+    with pytest.raises(DataLossError, match="deleted and created again"):
+        plan_scan(pinned(manifest.segment_id + 1), storage)
+    lenient = plan_scan(pinned(manifest.segment_id + 1, fail_on_data_loss="false"), storage)
+    assert lenient.partitions == []
+    with pytest.raises(ScanOptionsError, match="name segments directly"):
+        options(storage, ending_offsets=json.dumps({"s/0": {"partition": 0}}))

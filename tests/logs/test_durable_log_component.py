@@ -349,15 +349,34 @@ async def test_stop_settles_what_was_handed_over_and_refuses_the_rest() -> None:
     assert (await under.recover()).segments[SEGMENT].length == 20 * 100
 
 
+async def replayed_bytes(under: LogUnderTest) -> bytes:
+    """The segment's bytes as a new owner replays them from Tier 1, append by append (each
+    must begin where the one before ended)."""
+    data = bytearray()
+
+    def note(metadata: ContainerMetadata, op: Operation) -> None:
+        op.apply(metadata)
+        if isinstance(op, AppendOperation):
+            assert op.offset == len(data), (op.offset, len(data))
+            data.extend(op.data)
+
+    await under.recover(apply=note)
+    return bytes(data)
+
+
 @pytest.mark.parametrize("seed", range(5))
 async def test_random_tier1_failures_never_lose_or_double_an_acknowledged_append(
     seed: int,
 ) -> None:
     """Seeded faults of every kind on appends; after each failure a new owner recovers the
-    medium and goes on. Every acknowledged append is there, once, in order."""
+    medium and goes on. Every acknowledged append is there, once, in order, byte for byte, at
+    the offset it was acknowledged with; an unacknowledged one is whole or absent."""
     under = LogUnderTest(DurableLogSettings(max_frame_bytes=4096, batch_seal_bytes=1), seed)
-    acknowledged = 0
+    acknowledged: list[AppendOperation] = []
     faults = under.injector.remove  # faults hit the appends below, not the restarts
+    # Tier 1 is never truncated, so that a replay shows every append's bytes (not only a
+    # checkpoint's lengths).
+    under.needed = 0
     log = await under.start()
     counter = itertools.count()
     for _ in range(6):
@@ -365,12 +384,37 @@ async def test_random_tier1_failures_never_lose_or_double_an_acknowledged_append
             under.injector.add("append", action, probability=0.04, delay_s=0.01)
         ops = [append(payload(next(counter), 50)) for _ in range(20)]
         results = await asyncio.gather(*(settle(log, op) for op in ops))
-        acknowledged += sum(50 for r in results if r is None)
+        acknowledged += [op for op, r in zip(ops, results, strict=True) if r is None]
         faults()
-        recovered = (await under.recover()).segments[SEGMENT].length
-        # A lost acknowledgement may have left whole appends beyond what was acknowledged.
-        assert recovered >= acknowledged and (recovered - acknowledged) % 50 == 0
-        acknowledged = recovered  # the next owner goes on from what Tier 1 holds
+        check_replay(await replayed_bytes(under), acknowledged)
         await under.stop()
         log = await under.start()
     await under.stop()
+
+
+def check_replay(data: bytes, acknowledged: list[AppendOperation]) -> None:
+    """``data`` holds 50-byte appends, none twice, and every acknowledged one at its offset,
+    in the order of their acknowledgements."""
+    assert len(data) % 50 == 0
+    records = [data[i : i + 50] for i in range(0, len(data), 50)]
+    assert all(r == bytes([r[0]]) * 50 for r in records), "an append is torn or mixed"
+    assert len(set(records)) == len(records), "an append is there twice"
+    for op in acknowledged:
+        assert data[op.offset : op.offset + op.size] == op.data, f"append {op.sequence} lost"
+    offsets = [op.offset for op in sorted(acknowledged, key=lambda op: op.sequence)]
+    assert offsets == sorted(offsets), "acknowledged appends out of order"
+
+
+def test_the_replay_check_fails_on_a_doubled_a_lost_or_a_reordered_append() -> None:
+    ops = [append(payload(i, 50)) for i in range(3)]
+    for i, op in enumerate(ops):
+        op.sequence, op.offset = i + 1, 50 * i
+    good = b"".join(op.data for op in ops)
+    check_replay(good, ops)
+    for bad in (
+        good + ops[2].data,  # doubled
+        good[:100],  # the last one lost
+        ops[1].data + ops[0].data + ops[2].data,  # reordered
+    ):
+        with pytest.raises(AssertionError):
+            check_replay(bad, ops)

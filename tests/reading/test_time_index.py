@@ -27,14 +27,9 @@ from segmentstore.contracts.events import HEADER as EVENT_HEADER
 from segmentstore.contracts.mapping import container_of
 from segmentstore.metadata.time_index import SegmentTimeIndex
 from segmentstore.tier2 import (
-    ChunkInfo,
-    InvalidManifestError,
     SegmentReader,
-    TimeIndexEntry,
     open_chunk_storage,
-    read_time_index,
 )
-from segmentstore.tier2.time_index import MAGIC, decode_entries, encode_entries
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -379,20 +374,3 @@ def test_entries_are_at_most_an_interval_apart_and_never_go_back_in_time() -> No
     restored = SegmentTimeIndex.from_json(index.to_json())
     assert list(restored.offsets) == offsets[3:] and list(restored.times) == stamps[3:]
     assert restored.last_entry_offset == index.last_entry_offset
-
-
-def test_a_sidecar_yields_only_whole_entries_inside_its_chunk(tmp_path: Path) -> None:
-    storage = open_chunk_storage(tmp_path.as_uri())
-    chunk = ChunkInfo("segments/x/chunk-1", 1000, 500)
-    entries = [TimeIndexEntry(1000, 1), TimeIndexEntry(1200, 2), TimeIndexEntry(1499, 3)]
-    beyond = [TimeIndexEntry(1500, 4)]  # written, but the manifest never named those bytes
-    data = encode_entries(1000, entries + beyond, first=True)
-    assert data.startswith(MAGIC)
-    storage.create("segments/x/chunk-1.tidx", [data + b"\x01\x02"])  # and a torn last entry
-    assert read_time_index(storage, chunk) == entries
-    assert read_time_index(storage, ChunkInfo("segments/x/chunk-2", 0, 10)) == []  # none
-    with pytest.raises(InvalidManifestError):
-        decode_entries("k", b"not an index", chunk)
-    # A chunk adopted at another offset (a merge) keeps its entries: they are relative.
-    moved = ChunkInfo("segments/x/chunk-1", 7000, 500)
-    assert [e.offset for e in read_time_index(storage, moved)] == [7000, 7200, 7499]

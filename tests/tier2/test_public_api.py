@@ -12,7 +12,10 @@ def test_public_names_are_pinned() -> None:
     assert sorted(tier2.__all__) == [
         "BadChunkOffsetError",
         "Buffer",
+        "ChunkCorruptedError",
         "ChunkExistsError",
+        "ChunkIndex",
+        "ChunkIndexBuilder",
         "ChunkInfo",
         "ChunkNotFoundError",
         "ChunkRangeError",
@@ -37,9 +40,11 @@ def test_public_names_are_pinned() -> None:
         "UnreadableManifest",
         "chunk_key",
         "chunks_of",
+        "load_chunk_index",
         "manifest_key",
         "open_chunk_storage",
         "read_time_index",
+        "read_verified",
         "segment_key",
         "time_index_key",
     ]
@@ -53,7 +58,7 @@ def test_every_error_is_a_tier2_error() -> None:
         for value in (getattr(tier2, name) for name in tier2.__all__)
         if isinstance(value, type) and issubclass(value, BaseException)
     ]
-    assert len(errors) == 13
+    assert len(errors) == 14
     for error in errors:
         assert issubclass(error, tier2.Tier2Error), error
 

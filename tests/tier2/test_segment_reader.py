@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from chunk_indexes import write_index
 
 from segmentstore.tier2 import (
     ChunkInfo,
@@ -39,6 +40,7 @@ def write_segment(
         else:
             storage.create(key, [data[offset : offset + size]])
         chunks.append(ChunkInfo(key, offset, size))
+        write_index(storage, chunks[-1], data[offset : offset + size])
         offset += size
     manifest = SegmentManifest(
         name=name,
@@ -68,6 +70,8 @@ def test_an_empty_chunk_is_skipped(storage: ChunkStorage) -> None:
     storage.create(keys[1], [])
     storage.create(keys[2], [data[100:]])
     chunks = (ChunkInfo(keys[0], 0, 100), ChunkInfo(keys[1], 100, 0), ChunkInfo(keys[2], 100, 50))
+    for chunk in chunks:
+        write_index(storage, chunk, data[chunk.start_offset : chunk.end_offset])
     manifest = SegmentManifest(NAME, chunks, 150, 0, False, 3, 0)
     ManifestStore(storage).save(manifest, None, epoch=3)
     reader = SegmentReader(storage)
@@ -126,6 +130,7 @@ def test_a_held_manifest_is_a_snapshot(storage: ChunkStorage) -> None:
     assert loaded is not None
     key = chunk_key(NAME, 100, 1)
     storage.create(key, [b"z" * 50])
+    write_index(storage, ChunkInfo(key, 100, 50), b"z" * 50)
     grown = replace(
         manifest, chunks=(*manifest.chunks, ChunkInfo(key, 100, 50)), storage_length=150
     )

@@ -156,7 +156,7 @@ async def test_a_stale_epoch_cannot_replace_a_manifest(tmp_path: Path) -> None:
             manifests.save(manifest, token, epoch=stale_epoch)
         # ... and a stale owner's flusher is refused at each step that saves a manifest.
         flusher = SegmentFlusher(
-            storage, manifests, name, manifest.segment_id, stale_epoch, 4096, 3_600_000
+            storage, manifests, name, manifest.segment_id, stale_epoch, 4096, 3_600_000, 4096
         )
         assert flusher.load() == manifest
         with pytest.raises(FencedError):

@@ -1,0 +1,134 @@
+"""A running stream over a real ``segmentstore serve`` whose segments are deleted, or deleted
+and created again, under it; real Spark, ``failOnDataLoss`` both ways.
+
+Offsets name each segment's incarnation (its id), so the stream notices: with
+``failOnDataLoss=true`` the query fails naming the segment; with ``false`` a deleted segment is
+dropped and a re-created one is read from its start, so the 150 events of the new one are all
+delivered, none skipped because its bytes happen to lie below the old incarnation's offset.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from served_store import ServedStore
+
+from segmentstore.client import SegmentStoreClient
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+FAST_FLUSH = {
+    "SEGMENTSTORE_STORAGE_WRITER__FLUSH_INTERVAL_MS": "50",
+    "SEGMENTSTORE_STORAGE_WRITER__FLUSH_THRESHOLD_BYTES": "4096",
+}
+
+
+def payloads(tag: str, count: int) -> list[bytes]:
+    return [f"{tag}-{i:04d}".encode() * 3 for i in range(count)]
+
+
+def flushed(client: SegmentStoreClient, name: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (info := client.get_info(name)).storage_length < info.length:
+        assert time.monotonic() < deadline, f"{name} was not flushed: {info}"
+        time.sleep(0.05)
+
+
+@contextmanager
+def served(tmp_path: Path) -> Iterator[tuple[SegmentStoreClient, str]]:
+    store = ServedStore(tmp_path / "data", tmp_path / "serve.log", FAST_FLUSH)
+    try:
+        url = store.wait_listening(60)
+        store.wait_ready(60)
+        with SegmentStoreClient(url) as client:
+            yield client, (tmp_path / "data" / "tier2").resolve().as_uri()
+    finally:
+        store.stop()
+
+
+@contextmanager
+def running_stream(spark: Any, uri: str, name: str, fail: str) -> Iterator[Any]:
+    query = (
+        spark.readStream.format("segmentstore")
+        .options(tier2=uri, segments="inc/*", failOnDataLoss=fail)
+        .load()
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        yield query
+    finally:
+        query.stop()
+
+
+def delivered(spark: Any, table: str) -> list[tuple[str, bytes]]:
+    rows = spark.sql(f"SELECT segment, event FROM {table}").collect()
+    return sorted((r["segment"], bytes(r["event"])) for r in rows)
+
+
+def failure_of(query: Any) -> str:
+    with pytest.raises(Exception) as failed:
+        query.processAllAvailable()
+    return str(failed.value)
+
+
+@pytest.mark.parametrize("again", [False, True], ids=["deleted", "deleted_and_created_again"])
+def test_fail_on_data_loss_fails_the_query_naming_the_segment(
+    spark: Any, tmp_path: Path, again: bool
+) -> None:
+    with served(tmp_path) as (client, uri):
+        client.create_segment("inc/s")
+        client.append_events("inc/s", payloads("old", 100))
+        flushed(client, "inc/s")
+        table = "strict_again" if again else "strict_deleted"
+        with running_stream(spark, uri, table, "true") as query:
+            query.processAllAvailable()
+            assert len(delivered(spark, table)) == 100
+            client.delete_segment("inc/s")
+            if again:
+                client.create_segment("inc/s")
+                client.append_events("inc/s", payloads("new", 150))
+                flushed(client, "inc/s")
+            problem = failure_of(query)
+    assert "DataLossError: data loss in segment 'inc/s'" in problem, problem
+    if again:
+        assert "it was deleted and created again (segment id" in problem, problem
+    else:
+        assert "it was deleted since the streaming query read it" in problem, problem
+
+
+def test_without_fail_on_data_loss_deleted_segments_drop_and_new_ones_read_whole(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``inc/a`` is deleted, a micro-batch sees it gone, then it is created again; ``inc/b``
+    is deleted and created again between two micro-batches. Both new incarnations are shorter
+    than the offsets the query had reached in the old ones, and are delivered whole."""
+    with served(tmp_path) as (client, uri):
+        for name in ("inc/a", "inc/b"):
+            client.create_segment(name)
+            client.append_events(name, payloads(f"{name}-old", 100))
+            flushed(client, name)
+        with running_stream(spark, uri, "lenient", "false") as query:
+            query.processAllAvailable()
+            old = delivered(spark, "lenient")
+            assert len(old) == 200
+            client.delete_segment("inc/a")
+            query.processAllAvailable()
+            assert delivered(spark, "lenient") == old  # nothing new, and no failure
+            for name in ("inc/a", "inc/b"):
+                if name == "inc/b":
+                    client.delete_segment(name)
+                client.create_segment(name)
+                client.append_events(name, payloads(f"{name}-new", 150))
+                flushed(client, name)
+            query.processAllAvailable()
+            assert query.exception() is None
+            new = [(n, p) for n in ("inc/a", "inc/b") for p in payloads(f"{n}-new", 150)]
+            assert delivered(spark, "lenient") == sorted(old + new)
