@@ -13,6 +13,7 @@ stop writing that segment.
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
@@ -36,15 +37,20 @@ _FIELDS = {
     "state",
 }
 _CHUNK_FIELDS = {"key", "start_offset", "length"}
+_CHUNK_OPTIONAL = {"index"}
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkInfo:
-    """The object ``key`` holds the segment's bytes ``[start_offset, start_offset + length)``."""
+    """The object ``key`` holds the segment's bytes ``[start_offset, start_offset + length)``.
+    ``index`` is the chunk's index (:mod:`segmentstore.tier2.chunk_index`) when the manifest
+    keeps it itself, as it does for a segment's last chunk while that index is small: a small
+    segment is then its chunk and its manifest, two objects. None: it is an object of its own."""
 
     key: str
     start_offset: int
     length: int
+    index: bytes | None = None
 
     @property
     def end_offset(self) -> int:
@@ -96,10 +102,7 @@ class SegmentManifest:
             "start_offset": self.start_offset,
             "storage_length": self.storage_length,
             "sealed": self.sealed,
-            "chunks": [
-                {"key": c.key, "start_offset": c.start_offset, "length": c.length}
-                for c in self.chunks
-            ],
+            "chunks": [_chunk_document(c) for c in self.chunks],
             "state": None if self.state is None else self.state.to_document(),
         }
         return json.dumps(document, separators=(",", ":")).encode("utf-8")
@@ -116,10 +119,10 @@ class SegmentManifest:
         if not isinstance(chunks, list):
             raise InvalidManifestError("", "chunks is not a list")
         for chunk in chunks:
-            _check_fields(chunk, _CHUNK_FIELDS, "a chunk")
+            _check_fields(chunk, _CHUNK_FIELDS, "a chunk", _CHUNK_OPTIONAL)
         return SegmentManifest(
             name=document["name"],
-            chunks=tuple(ChunkInfo(c["key"], c["start_offset"], c["length"]) for c in chunks),
+            chunks=tuple(_chunk(c) for c in chunks),
             storage_length=document["storage_length"],
             start_offset=document["start_offset"],
             sealed=document["sealed"],
@@ -208,10 +211,36 @@ def _state(document: Any) -> SegmentState | None:
     return None if document is None else SegmentState.from_document(document)
 
 
-def _check_fields(document: Any, fields: set[str], what: str) -> None:
+def _chunk_document(chunk: ChunkInfo) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "key": chunk.key,
+        "start_offset": chunk.start_offset,
+        "length": chunk.length,
+    }
+    if chunk.index is not None:
+        document["index"] = base64.b64encode(chunk.index).decode("ascii")
+    return document
+
+
+def _chunk(document: dict[str, Any]) -> ChunkInfo:
+    index = document.get("index")
+    if index is not None:
+        if not isinstance(index, str):
+            raise InvalidManifestError("", "a chunk's index is not base64 text")
+        try:
+            index = base64.b64decode(index, validate=True)
+        except ValueError as e:
+            raise InvalidManifestError("", f"a chunk's index is not base64: {e}") from e
+    return ChunkInfo(document["key"], document["start_offset"], document["length"], index)
+
+
+def _check_fields(
+    document: Any, fields: set[str], what: str, optional: set[str] | None = None
+) -> None:
     if not isinstance(document, dict):
         raise InvalidManifestError("", f"{what} is not a JSON object")
-    if (missing := fields - document.keys()) or (unknown := document.keys() - fields):
+    allowed = fields | (optional or set())
+    if (missing := fields - document.keys()) or (unknown := document.keys() - allowed):
         problem = f"lacks {sorted(missing)}" if missing else f"has unknown fields {sorted(unknown)}"
         raise InvalidManifestError("", f"{what} {problem}")
 

@@ -24,7 +24,12 @@ from segmentstore.tier2 import (
     SegmentState,
     chunk_key,
 )
-from segmentstore.tier2.chunk_index import index_object_key, retime_index
+from segmentstore.tier2.chunk_index import (
+    INLINE_INDEX_BYTES,
+    index_object_key,
+    retime_index,
+    retimed_inline,
+)
 
 
 @dataclasses.dataclass(slots=True)
@@ -183,12 +188,14 @@ class SegmentFlusher:
                 open_chunk.size += length
                 chunks[-1] = dataclasses.replace(chunks[-1], length=chunks[-1].length + length)
             else:
+                if chunks and chunks[-1].index is not None:
+                    chunks[-1] = self._spill_index(chunks[-1])  # no longer the last chunk
                 key = chunk_key(self.name, offset, self._epoch, self.segment_id)
                 _create_anew(self._storage, key, parts)
-                chunks.append(ChunkInfo(key, offset, length))
+                chunks.append(ChunkInfo(key, offset, length, b""))
                 index = ChunkIndexBuilder(offset, self._block_bytes)
                 open_chunk = _OpenChunk(key, length, index, None, time.monotonic())
-            open_chunk.index_size = self._write_index(
+            chunks[-1], open_chunk.index_size = self._add_index(
                 chunks[-1], open_chunk.index.add(parts, entries), open_chunk.index_size
             )
             self._open_chunk = open_chunk if self._storage.supports_append else None
@@ -205,14 +212,29 @@ class SegmentFlusher:
             self.manifest, self._token, self.known = None, None, False
             raise
 
-    def _write_index(self, chunk: ChunkInfo, records: bytes, index_size: int | None) -> int:
-        """Add ``records`` to the index of ``chunk``; its new size."""
+    def _add_index(
+        self, chunk: ChunkInfo, records: bytes, index_size: int | None
+    ) -> tuple[ChunkInfo, int | None]:
+        """Add ``records`` to the index of the last ``chunk``: in the manifest while it stays
+        small (``chunk.index`` is not None), else in its object. The chunk entry and its index
+        object's size (None: it has none) after that."""
+        if chunk.index is not None:
+            inline = chunk.index + records
+            if len(inline) <= INLINE_INDEX_BYTES:
+                return dataclasses.replace(chunk, index=inline), None
+            records, chunk = inline, dataclasses.replace(chunk, index=None)  # grown: an object
         key = index_object_key(chunk)
         if index_size is None:
             _create_anew(self._storage, key, [records])
-            return len(records)
+            return chunk, len(records)
         self._storage.append(key, index_size, [records])
-        return index_size + len(records)
+        return chunk, index_size + len(records)
+
+    def _spill_index(self, chunk: ChunkInfo) -> ChunkInfo:
+        """The entry of ``chunk`` with its index moved from the manifest to its object."""
+        assert chunk.index is not None
+        _create_anew(self._storage, index_object_key(chunk), [chunk.index])
+        return dataclasses.replace(chunk, index=None)
 
     def _appendable(self) -> _OpenChunk | None:
         """The open chunk, unless it is full or old enough to roll (so that retention can
@@ -264,12 +286,23 @@ class SegmentFlusher:
             raise AssertionError(
                 f"{self.name}: merge at {at_offset}, Tier 2 has {base.storage_length}"
             )
+        chunks = list(base.chunks)
+        if source.chunks and chunks and chunks[-1].index is not None:
+            chunks[-1] = self._spill_index(chunks[-1])  # no longer the last chunk
+        moved = []
         for chunk in source.chunks:
-            retime_index(self._storage, chunk, time_ms)
-        moved = tuple(ChunkInfo(c.key, c.start_offset + at_offset, c.length) for c in source.chunks)
+            if chunk.index is None:
+                retime_index(self._storage, chunk, time_ms)
+            else:  # re-timed as it moves to its object: the target keeps no adopted index
+                chunk = self._spill_index(
+                    dataclasses.replace(chunk, index=retimed_inline(chunk, time_ms))
+                )
+            moved.append(ChunkInfo(chunk.key, chunk.start_offset + at_offset, chunk.length))
         self._save(
             dataclasses.replace(
-                base, chunks=base.chunks + moved, storage_length=at_offset + source.storage_length
+                base,
+                chunks=(*chunks, *moved),
+                storage_length=at_offset + source.storage_length,
             )
         )
         self._open_chunk = None
