@@ -20,6 +20,7 @@ from segmentstore.jobs.options import ScanOptions
 from segmentstore.tier2 import (
     ChunkStorage,
     InvalidManifestError,
+    ManifestsSeen,
     ManifestStore,
     SegmentManifest,
     SegmentReader,
@@ -43,11 +44,13 @@ def select_segments(
     *,
     required: bool = True,
     warned: MutableSet[str] | None = None,
+    seen: ManifestsSeen | None = None,
 ) -> list[SegmentManifest]:
     """The manifests of the selected segments, by name. A named segment without one is an
     error if ``required``, else left out (a stream waits for its first flush). ``warned``
     collects what was already warned about, so that a stream, which selects again for every
-    micro-batch, says each thing once."""
+    micro-batch, says each thing once; ``seen`` keeps the manifests it read, so that it reads
+    again only those that changed (a listing tells)."""
     warned = set() if warned is None else warned
     selection = options.segments
     found: dict[str, SegmentManifest] = {}
@@ -66,21 +69,30 @@ def select_segments(
             )
         if loaded is not None:
             found[name] = loaded[0]
-    if selection.prefixes:
-        shortest = min(selection.prefixes, key=len)
-        common = shortest if all(p.startswith(shortest) for p in selection.prefixes) else ""
-        listed, damaged = SegmentReader(storage).scan_segments(common)
+    reader = SegmentReader(storage)
+    for prefix in _outermost(selection.prefixes):
+        listed, damaged = reader.scan_segments(prefix, seen=seen)
         for manifest in listed:
-            if manifest.name.startswith(selection.prefixes):
-                found.setdefault(manifest.name, manifest)
+            found.setdefault(manifest.name, manifest)
         for broken in damaged:
-            if selection.matches(broken.name) and broken.name not in found:
+            if broken.name not in found:
                 unreadable.append(broken)
     for broken in unreadable:
         _unreadable(broken, storage.uri, options.fail_on_data_loss, warned)
     if not found and not unreadable:
         _nothing_matches(options, storage, warned)
     return [found[name] for name in sorted(found)]
+
+
+def _outermost(prefixes: tuple[str, ...]) -> list[str]:
+    """The prefixes that no other one contains: each listed once (manifest keys spell names,
+    so each prefix is one range of keys, and a listing reads only what it selects)."""
+    ordered = sorted(set(prefixes))
+    kept: list[str] = []
+    for prefix in ordered:
+        if not kept or not prefix.startswith(kept[-1]):
+            kept.append(prefix)
+    return kept
 
 
 def _unreadable(

@@ -47,7 +47,7 @@ from segmentstore.tier2.layout import (
     time_index_key,
 )
 from segmentstore.tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest
-from segmentstore.tier2.segment_reader import SegmentReader, UnreadableManifest
+from segmentstore.tier2.segment_reader import ManifestsSeen, SegmentReader, UnreadableManifest
 from segmentstore.tier2.segment_state import SegmentState
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ __all__ = [
     "ManifestConflictError",
     "ManifestNotFoundError",
     "ManifestStore",
+    "ManifestsSeen",
     "S3ChunkStorage",
     "SegmentManifest",
     "SegmentReader",

@@ -9,14 +9,14 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from segmentstore.tier2.chunk_storage import ChunkStorage, check_key, check_range
+from segmentstore.tier2.chunk_storage import ChunkStorage, StampedKeys, check_key, check_range
 from segmentstore.tier2.errors import (
     ChunkNotFoundError,
     ChunkRangeError,
     Tier2ClosedError,
     Tier2Error,
 )
-from segmentstore.tier2.listing import list_keys
+from segmentstore.tier2.listing import list_keys, list_stamped_keys
 
 # What pyarrow raises: OSError (ArrowIOError is one) for I/O, other ArrowExceptions otherwise.
 ARROW_ERRORS = (OSError, pa.ArrowException)
@@ -74,14 +74,28 @@ class ArrowChunkStorage(ChunkStorage):
         except ARROW_ERRORS as e:
             raise self._translate(e, prefix) from e
 
-    def _children(self, directory: str) -> Iterable[tuple[str, bool]]:
+    def _children(self, directory: str) -> Iterable[tuple[str, bool, str]]:
         base = f"{self._root}/{directory}" if directory else self._root
         selector = pafs.FileSelector(base, recursive=False, allow_not_found=True)
         return [
-            (str(info.path).rpartition("/")[2], info.type == pafs.FileType.Directory)
+            (
+                str(info.path).rpartition("/")[2],
+                info.type == pafs.FileType.Directory,
+                f"{info.mtime_ns}-{info.size}" if info.type == pafs.FileType.File else "",
+            )
             for info in self._fs.get_file_info(selector)
             if info.type in (pafs.FileType.File, pafs.FileType.Directory)
         ]
+
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        self._check_open()
+        directory = prefix.rpartition("/")[0]
+        if directory:
+            check_key(directory)
+        try:
+            return list_stamped_keys(self._children, prefix)
+        except ARROW_ERRORS as e:
+            raise self._translate(e, prefix) from e
 
     def close(self) -> None:
         self._closed = True

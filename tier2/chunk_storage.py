@@ -45,6 +45,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 Buffer = bytes | bytearray | memoryview
+# Keys with their stamps (ChunkStorage.list_stamped).
+StampedKeys = list[tuple[str, str]]
 
 MAX_KEY_CHARS = 1024
 _KEY = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}(/[A-Za-z0-9_-][A-Za-z0-9._-]{0,254})*")
@@ -122,6 +124,13 @@ class ChunkStorage(ABC):
         on the way to them), not to all keys stored. A listing is not a snapshot: readers of
         segment data trust manifests, never listings.
         """
+
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        """:meth:`list` with a *stamp* for each key: a string that changes whenever the object
+        is replaced (an ETag, or a file's inode and modification time), so that a reader who
+        lists again reads only what changed. An empty stamp says nothing: read the object.
+        Backends that can stamp keys without reading each object do."""
+        return [(key, "") for key in self.list(prefix)]
 
     @abstractmethod
     def get(self, key: str) -> tuple[bytes, str] | None:

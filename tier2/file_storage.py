@@ -32,6 +32,7 @@ from contextlib import suppress
 from segmentstore.tier2.chunk_storage import (
     Buffer,
     ChunkStorage,
+    StampedKeys,
     check_key,
     check_range,
     content_version,
@@ -47,7 +48,7 @@ from segmentstore.tier2.errors import (
     Tier2IOError,
     Tier2UnavailableError,
 )
-from segmentstore.tier2.listing import list_keys
+from segmentstore.tier2.listing import list_keys, list_stamped_keys
 from segmentstore.tier2.local_files import (
     fsync_directory,
     locked,
@@ -195,12 +196,37 @@ class FileChunkStorage(ChunkStorage):
         except OSError as e:
             raise self._error(e, prefix) from e
 
-    def _children(self, directory: str) -> Iterable[tuple[str, bool]]:
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        self._check_open()
+        directory = prefix.rpartition("/")[0]
+        if directory:
+            check_key(directory)
+        try:
+            return list_stamped_keys(self._stamped_children, prefix)
+        except OSError as e:
+            raise self._error(e, prefix) from e
+
+    def _children(self, directory: str) -> Iterable[tuple[str, bool, str]]:
         try:
             with os.scandir(os.path.join(self._root, directory)) as entries:
-                return [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+                return [(e.name, e.is_dir(follow_symlinks=False), "") for e in entries]
         except (FileNotFoundError, NotADirectoryError):
             return []  # removed while we listed
+
+    def _stamped_children(self, directory: str) -> Iterable[tuple[str, bool, str]]:
+        """Entries with a stamp for files: a replace renames a new file into place, so the
+        inode (and the time) changes with every version."""
+        found = []
+        for name, is_directory, _ in self._children(directory):
+            stamp = ""
+            if not is_directory and not name.startswith("."):
+                try:
+                    stat = os.stat(os.path.join(self._root, directory, name))
+                except FileNotFoundError:
+                    continue  # deleted while we listed
+                stamp = f"{stat.st_ino}-{stat.st_mtime_ns}-{stat.st_size}"
+            found.append((name, is_directory, stamp))
+        return found
 
     def get(self, key: str) -> tuple[bytes, str] | None:
         path = self._path(key)

@@ -42,6 +42,9 @@ from segmentstore.tier2.manifest import (
     parse_manifest,
 )
 
+# A scan's memory of the manifests it read: key -> (its stamp then, the manifest).
+ManifestsSeen = dict[str, tuple[str, "SegmentManifest"]]
+
 
 @dataclass(frozen=True, slots=True)
 class UnreadableManifest:
@@ -186,20 +189,40 @@ class SegmentReader:
         return found
 
     def scan_segments(
-        self, prefix: str = ""
+        self, prefix: str = "", *, seen: ManifestsSeen | None = None
     ) -> tuple[list[SegmentManifest], list[UnreadableManifest]]:
         """:meth:`list_segments` that goes on past damaged manifests: the readable manifests
-        whose names start with ``prefix``, and every unreadable one, each sorted by name."""
+        whose names start with ``prefix``, and every unreadable one, each sorted by name.
+
+        ``seen`` keeps what an earlier scan read (a stream scans again every micro-batch): a
+        manifest whose stamp in the listing has not changed since is not read again."""
         found, unreadable = [], []
-        for key in self._storage.list(manifests_under(prefix)):
+        under = manifests_under(prefix)
+        listed = (
+            self._storage.list_stamped(under)
+            if seen is not None
+            else [(k, "") for k in self._storage.list(under)]
+        )
+        if seen is not None:  # forget the manifests that are gone
+            listed_keys = {key for key, _ in listed}
+            for key in [k for k in seen if k.startswith(under) and k not in listed_keys]:
+                del seen[key]
+        for key, stamp in listed:
             name = name_of(key)
             if name is None:
+                continue
+            if seen is not None and stamp and key in seen and seen[key][0] == stamp:
+                found.append(seen[key][1])
                 continue
             loaded = self._storage.get(key)
             if loaded is None:
                 continue  # deleted while we listed
             try:
-                found.append(parse_manifest(key, loaded[0]))
+                manifest = parse_manifest(key, loaded[0])
             except InvalidManifestError as e:
                 unreadable.append(UnreadableManifest(key, name, e.reason))
+                continue
+            found.append(manifest)
+            if seen is not None and stamp:
+                seen[key] = (stamp, manifest)
         return found, unreadable

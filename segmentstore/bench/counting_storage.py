@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from segmentstore.tier2 import Buffer, ChunkStorage
+from segmentstore.tier2.chunk_storage import StampedKeys
 
 
 class CountingStorage(ChunkStorage):
@@ -42,6 +43,10 @@ class CountingStorage(ChunkStorage):
     ) -> list[str]:
         self.touched.append(prefix)
         return self.inner.list(prefix, start_after, limit)
+
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        self.touched.append(prefix)
+        return self.inner.list_stamped(prefix)
 
     def get(self, key: str) -> tuple[bytes, str] | None:
         self.touched.append(key)

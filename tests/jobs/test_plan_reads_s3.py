@@ -1,12 +1,15 @@
 """Planning a Spark read of a prefix reads Tier 2 in proportion to what it selects: among many
 segments on S3 (moto), a plan of a 100-segment prefix reads at most ten objects (or listings)
 besides the selected segments' own manifests and chunks, and ``tier2 ls`` of the prefix reads
-no other manifest."""
+no other manifest; a stream, which selects again every micro-batch, reads again only the
+manifests that changed."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +17,10 @@ import pytest
 from segmentstore.bench.counting_storage import CountingStorage
 from segmentstore.jobs.options import ScanOptions
 from segmentstore.jobs.planner import plan_scan
+from segmentstore.jobs.selection import select_segments
 from segmentstore.tier2 import (
     ChunkInfo,
+    ManifestsSeen,
     ManifestStore,
     SegmentManifest,
     SegmentReader,
@@ -79,5 +84,53 @@ def test_planning_a_prefix_reads_what_it_selects(moto_endpoint: str) -> None:
         names = SegmentReader(counting).list_names("plan/seg-00001")
         assert names == SELECTED
         assert len(counting.touched) == 1  # one listing, no manifest read
+    finally:
+        counting.close()
+
+
+@pytest.mark.parametrize("backend", ["file", "s3"])
+def test_a_stream_reads_again_only_the_manifests_that_changed(
+    backend: str, moto_endpoint: str, tmp_path: Path
+) -> None:
+    """A stream selects its segments again every micro-batch: the listing's stamps (S3's
+    ETags, a file's inode and time) tell which manifests changed since it last read them."""
+    if backend == "s3":
+        uri = f"s3://plan-reads/{uuid.uuid4().hex}"
+        options = {"endpoint_url": moto_endpoint, **CREDENTIALS}
+        setup = open_chunk_storage(uri, options={**options, "create_bucket": True})
+    else:
+        uri, options = (tmp_path / "tier2").as_uri(), {}
+        setup = open_chunk_storage(uri)
+    names = [f"stream/{i:03d}" for i in range(40)]
+    try:
+        for name in names:
+            make_segment(setup, name)
+    finally:
+        setup.close()
+    counting = CountingStorage(open_chunk_storage(uri, options=options))
+    seen: ManifestsSeen = {}
+    scan = ScanOptions.parse(
+        {"tier2": uri, "segments": "stream/*"} | {f"tier2.{k}": v for k, v in options.items()}
+    )
+    try:
+        first = select_segments(scan, counting, required=False, seen=seen)
+        assert [m.name for m in first] == names
+        assert len(counting.touched) == 1 + len(names)  # a listing, then every manifest
+        counting.touched.clear()
+        again = select_segments(scan, counting, required=False, seen=seen)
+        assert again == first and counting.touched == ["names/1s1t/1r1e/1a1m/03"]
+        loaded = ManifestStore(counting.inner).load(names[7])
+        assert loaded is not None
+        ManifestStore(counting.inner).save(
+            dataclasses.replace(loaded[0], sealed=True), loaded[1], 1
+        )
+        counting.inner.delete(manifest_key(names[9]))
+        counting.touched.clear()
+        third = select_segments(scan, counting, required=False, seen=seen)
+        assert [m.name for m in third] == names[:9] + names[10:]
+        assert third[7].sealed and counting.touched == [
+            "names/1s1t/1r1e/1a1m/03",
+            manifest_key(names[7]),
+        ]
     finally:
         counting.close()

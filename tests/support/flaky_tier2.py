@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from fault_injection import Fault, FaultInjector, corrupted
 
 from segmentstore.tier2 import ChunkStorage, Tier2UnavailableError
-from segmentstore.tier2.chunk_storage import Buffer
+from segmentstore.tier2.chunk_storage import Buffer, StampedKeys
 
 
 class FlakyChunkStorage(ChunkStorage):
@@ -101,6 +101,12 @@ class FlakyChunkStorage(ChunkStorage):
     ) -> list[str]:
         fault = self._before("list")
         keys = self.inner.list(prefix, start_after, limit)
+        self._after(fault)
+        return keys
+
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        fault = self._before("list")
+        keys = self.inner.list_stamped(prefix)
         self._after(fault)
         return keys
 

@@ -28,6 +28,7 @@ def test_public_names_are_pinned() -> None:
         "ManifestConflictError",
         "ManifestNotFoundError",
         "ManifestStore",
+        "ManifestsSeen",
         "S3ChunkStorage",
         "SegmentManifest",
         "SegmentReader",
