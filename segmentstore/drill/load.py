@@ -24,6 +24,8 @@ from segmentstore.drill.payload import HEADER_BYTES, parse, record
 
 _RETRY_MIN_S = 0.05
 _RETRY_MAX_S = 1.0
+_SKEW = 3  # the power a uniform draw is raised to before it picks a segment
+_CREATORS = 32  # segments created at once before the load starts
 # Answers after which the same append is simply sent again.
 RETRIED_STATUSES = frozenset({429, 502, 503, 504, 507})
 AnsweredBy = tuple[str, str | None, float, float]
@@ -91,10 +93,15 @@ class Load:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def create_segments(self) -> None:
-        for name in self.segments:
-            answer = await answered(self._client, "PUT", segment_path(name))
-            if answer.status_code not in (201, 409):
-                raise RuntimeError(f"cannot create {name}: {answer.status_code} {answer.text}")
+        names = iter(self.segments)
+
+        async def creator() -> None:
+            for name in names:
+                answer = await answered(self._client, "PUT", segment_path(name))
+                if answer.status_code not in (201, 409):
+                    raise RuntimeError(f"cannot create {name}: {answer.status_code} {answer.text}")
+
+        await asyncio.gather(*(creator() for _ in range(min(_CREATORS, len(self.segments)))))
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -115,8 +122,12 @@ class Load:
     # -- writers ------------------------------------------------------------------------
 
     async def _write(self, writer: int, rng: random.Random) -> None:
+        count = len(self.segments)
         while not self._stopping.is_set():
-            name = rng.choice(self.segments)
+            # A skewed popularity: a few segments take most appends, most are touched now and
+            # then, so that over many segments some keep going idle, leaving the node's memory
+            # and coming back (half the appends go to the first eighth of the segments).
+            name = self.segments[int(count * rng.random() ** _SKEW)]
             ledger = self.ledgers[name]
             seq = ledger.last_seq.get(writer, 0) + 1
             size = rng.randint(*self._payload_bytes)
