@@ -151,7 +151,10 @@ def _with_node_identity(settings: Settings) -> Settings:
 
 def _serve(settings: Settings) -> None:
     from segmentstore.api.server import serve  # lazily: 'segmentstore tier2 cat' never loads it
+    from segmentstore.gc_tuning import tune_for_many_segments
     from segmentstore.store import SegmentStore
+
+    tune_for_many_segments()
 
     sockets = None
     if settings.cluster.enabled and settings.api.port == 0 and not settings.cluster.advertise_url:
