@@ -137,6 +137,7 @@ def write_summary(path: str | None, job: str, rows: list[dict[str, Any]]) -> Non
 def run(args: argparse.Namespace) -> int:
     from segmentstore.bench.report import print_table
     from segmentstore.jobs.command import run_job  # lazily: only the spark jobs load Spark
+    from segmentstore.jobs.daemon_noise import cancelled_worker_noise_filtered
     from segmentstore.jobs.failures import one_line
 
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines say nothing to a user
@@ -150,20 +151,24 @@ def run(args: argparse.Namespace) -> int:
     }
     for key, value in key_values(args.option, "--option").items():
         options[f"tier2.{key}"] = value
-    try:
-        summary = run_job(
-            args.job,
-            options,
-            master=args.master or default_master(),
-            output=getattr(args, "output", None),
-            overwrite=getattr(args, "overwrite", False),
-            python=executor_python(args.python),
-            conf=key_values(args.conf, "--conf"),
-        )
-    except Exception as error:  # Spark's errors carry the data source's message inside
-        logging.getLogger(__name__).debug("segmentstore spark %s failed", args.job, exc_info=True)
-        print(f"segmentstore spark {args.job}: failed: {one_line(error)}", file=sys.stderr)
-        return 1
+    conf = key_values(args.conf, "--conf")
+    with cancelled_worker_noise_filtered():
+        try:
+            summary = run_job(
+                args.job,
+                options,
+                master=args.master or default_master(),
+                output=getattr(args, "output", None),
+                overwrite=getattr(args, "overwrite", False),
+                python=executor_python(args.python),
+                conf=conf,
+            )
+        except Exception as error:  # Spark's errors carry the data source's message inside
+            logging.getLogger(__name__).debug(
+                "segmentstore spark %s failed", args.job, exc_info=True
+            )
+            print(f"segmentstore spark {args.job}: failed: {one_line(error)}", file=sys.stderr)
+            return 1
     print_table(summary.rows, summary.columns)
     write_summary(args.json, args.job, summary.rows)
     return 0

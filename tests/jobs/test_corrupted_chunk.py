@@ -15,12 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
-from served_store import ServedStore
 from store_checks import flush
 from tier2_cli import run_tier2_cli
 
 from segmentstore import SegmentStore
 from segmentstore.contracts.mapping import container_of
+from segmentstore.harness.served_store import ServedStore
 from segmentstore.tier2 import ManifestStore, load_chunk_index, open_chunk_storage
 from segmentstore.tier2.chunk_index import Block
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from served_store import ServedStore
 
 from segmentstore.client import SegmentStoreClient
+from segmentstore.harness.served_store import ServedStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
