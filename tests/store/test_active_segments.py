@@ -170,7 +170,7 @@ async def test_time_retention_reaches_a_segment_that_left_memory(tmp_path: Path)
     truncated as if it had never left, also across a restart."""
     settings: dict[str, Any] = {
         **FAST,
-        "store": {"retention_check_interval_ms": 50, "time_index_interval_bytes": 100},
+        "store": {"retention_check_interval_ms": 50, "time_index_interval_bytes": 128},
     }
     async with SegmentStore.open(tmp_path, containers=1, **settings) as store:
         await store.create_segment("ttl", retention={"time_ms": 1_500})
