@@ -2,14 +2,15 @@
 
 ``create_app`` wires the routes, the one error mapping and the gate around a store that the
 caller owns: the caller starts it before requests arrive and closes it after (see
-:mod:`segmentstore.api.server`, which does both in the ASGI lifespan). Every request comes
-in through the gate (:mod:`segmentstore.api.gate`), which passes it through the checks every
-request passes, once, and on to its route's one handler: the data routes'
-(:mod:`segmentstore.api.routes.data`) directly, every other route's through FastAPI.
+:mod:`segmentstore.api.server`, which starts it first and closes it in the ASGI lifespan).
+Every request comes in through the gate (:mod:`segmentstore.api.gate`), which passes it
+through the checks every request passes, once, and on to its route's one handler: the data
+routes' (:mod:`segmentstore.api.routes.data`) directly, every other route's through FastAPI.
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -90,7 +91,8 @@ def create_app(
         # Paths with a trailing "/" are names (an empty one is 400 invalid_name), not typos.
         redirect_slashes=False,
     )
-    metrics = Metrics()
+    metrics = Metrics(node_name(store, cluster))
+    app.state.metrics = metrics  # the server adds the figures of the connections it holds
     metrics.watch(store)
     metrics.registry.register(NodeCollector(store, cluster))
     install_error_handlers(app)
@@ -117,6 +119,7 @@ def create_app(
     routes += [r for r in app.router.routes if isinstance(r, Route)]
     routes += [r for router, _ in routers for r in router.routes]
     app.state.routes = routes
+    metrics.expect_routes(routes)
 
     limits = BodyLimits(raw_limit=store.settings.store.max_append_bytes)
     app.gate = Gate(app.framework, app.data_routes, metrics, routes, TokenAuth(auth_tokens), limits)
@@ -131,6 +134,13 @@ def create_app(
         app.gate.route_with(routing)
         metrics.registry.register(ClusterCollector(cluster, forwarding))
     return app
+
+
+def node_name(store: SegmentStore, cluster: ClusterMembership | None) -> str:
+    """This node's name for its metrics: its id in the cluster, or the host's name."""
+    if cluster is not None:
+        return cluster.node_id
+    return store.settings.cluster.node_id or socket.gethostname().split(".")[0]
 
 
 def forwarding_session(store: SegmentStore, cluster: ClusterMembership | None) -> ForwardingSession:

@@ -58,14 +58,19 @@ class ClusterCollector(Collector):
         )
         usage = self.membership.jetstream_usage
         if usage is not None:
-            streams, consumers = usage
             yield GaugeMetricFamily(
                 "segmentstore_cluster_jetstream_streams",
                 "streams of this deployment in JetStream, as last counted",
-                streams,
+                usage.streams,
             )
             yield GaugeMetricFamily(
                 "segmentstore_cluster_jetstream_consumers",
                 "consumers of this deployment's streams in JetStream, as last counted",
-                consumers,
+                usage.consumers,
+            )
+            yield GaugeMetricFamily(
+                "segmentstore_cluster_jetstream_replicas_missing",
+                "replicas of this deployment's streams out of service (offline, behind their"
+                " leader, or a leader missing), as last counted",
+                usage.replicas_missing,
             )

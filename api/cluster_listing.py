@@ -139,6 +139,7 @@ def _offline(container: int, epoch: int, reason: str) -> dict[str, Any]:
         "reason": reason,
         "tier2_error": None,
         "recoveries": 0,
+        "takeovers": 0,
         "owner": None,
     }
 

@@ -3,21 +3,22 @@
 :class:`ClusterRouting` sits in front of the routes. For a request that names a segment (its
 container by the usual mapping) or a container, held by another node:
 
-* by default it is **forwarded** to the owner in one hop (:mod:`segmentstore.api.forwarding`),
-  the body streamed through rather than buffered (an 8 MiB append is not held twice), and the
-  owner's answer streamed back with ``Segment-Owner: <owner's URL>``, which tells a client
-  that goes to owners directly that its map is stale;
+* by default it is **forwarded** to the owner in one hop (:mod:`segmentstore.api.forwarding`)
+  once its whole body has arrived (the signature covers the body's digest), and the owner's
+  answer streamed back with ``Segment-Owner: <owner's URL>``, which tells a client that goes
+  to owners directly that its map is stale;
 * with ``Segment-Routing: redirect`` it is answered ``307 Temporary Redirect`` to the same
   path on the owner (``Location``), for clients that rather go there themselves.
 
 A forwarded request reaches the owner whole or not at all: a client that goes away, a body
-shorter than its ``Content-Length`` or one whose last chunk never comes aborts the request to
-the owner (the owner sees its client gone and applies nothing), and a body that stops
-arriving is answered ``408`` by this node (:mod:`segmentstore.api.http_protocol`).
+shorter than its ``Content-Length`` or one whose last chunk never comes is never sent on, and
+a body that stops arriving is answered ``408`` by this node
+(:mod:`segmentstore.api.http_protocol`).
 
 Only members take part (:mod:`segmentstore.cluster.secret`): requests go only to nodes whose
 entries a member signed, an owner's answer is passed on only with the owner's signature, and
-``Segment-Forwarded-By`` is honoured only with a member's signature (without one, ``403``).
+``Segment-Forwarded-By`` is honoured only with a member's signature, young, its nonce unseen,
+over the very body that arrives (else ``403``: nothing replayed or altered is applied).
 A forwarded request is never forwarded again: its answer for a container this node does not
 hold is ``503 container_unavailable``, as for a container no node holds yet or an owner that
 does not answer; clients retry after ``Retry-After`` while a container moves. The listings
@@ -28,6 +29,8 @@ from every node (:mod:`segmentstore.api.cluster_listing`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -36,7 +39,7 @@ import aiohttp
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from segmentstore.api.cluster_listing import ClusterListing
-from segmentstore.api.errors import BodyTooLarge, error_response
+from segmentstore.api.errors import BodyTooLarge, RefusedBody, error_response
 from segmentstore.api.forwarding import HOP_BY_HOP, ForwardingSession, PeerBusy
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.cluster.secret import FORWARDED_BY, FORWARDED_SIGNATURE, OWNER_SIGNATURE
@@ -119,28 +122,31 @@ class ClusterRouting:
         """A request another node passed on: served here, and the answer signed, if that
         node proves it is a member."""
         node = forwarded_by.decode("latin-1")
-        nonce = self.secret.check_request(
+        signed = self.secret.check_request(
             node,
             scope["method"],
             scope["raw_path"],
             scope["query_string"],
             _header(scope, FORWARDED_SIGNATURE),
         )
-        if nonce is None:
+        if signed is None:
             now = time.monotonic()
             if now - self._unproven_logged > _UNPROVEN_LOG_EVERY_S:
                 self._unproven_logged = now
                 log.warning(
-                    "refused a request that claims to come from node %r without the cluster's"
-                    " signature (from %s)",
+                    "refused a request that claims to come from node %r without a valid"
+                    " signature of the cluster's (none, a forged, old or future one, or one"
+                    " seen before; from %s)",
                     node[:64], (scope.get("client") or ("?",))[0],
                 )  # fmt: skip
             error = ForbiddenError(
-                "Segment-Forwarded-By is for the cluster's own nodes; send requests without it"
+                "Segment-Forwarded-By is for the cluster's own nodes, each request signed once;"
+                " send requests without it"
             )
             await error_response(error)(scope, receive, send)
             return
-        await self.app(scope, receive, self._signing(send, nonce))
+        checked = _body_checked(receive, signed.body_sha256)
+        await self.app(scope, checked, self._signing(send, signed.nonce))
 
     def _signing(self, send: Send, nonce: str) -> Send:
         node_id, secret = self.membership.node_id, self.secret
@@ -254,6 +260,25 @@ async def _rest(first: bytes, receive: Receive, stopped: list[Exception]) -> Asy
             yield body
         if not message.get("more_body", False):
             return
+
+
+def _body_checked(receive: Receive, sha256: str) -> Receive:
+    """``receive``, hashing the body as it arrives: at its last piece, a body that is not the
+    one the forwarding node signed is refused (``403``) before the route can apply it."""
+    digest = hashlib.sha256()
+
+    async def checking() -> Message:
+        message: Message = await receive()
+        if message["type"] == "http.request":
+            digest.update(message.get("body", b""))
+            last = not message.get("more_body", False)
+            if last and not hmac.compare_digest(digest.hexdigest(), sha256):
+                raise RefusedBody(
+                    ForbiddenError("the forwarded body is not the one its node signed")
+                )
+        return message
+
+    return checking
 
 
 def _closing(send: Send) -> Send:

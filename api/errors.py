@@ -38,16 +38,23 @@ _DEFAULT_RETRY_AFTER_MS = 1000
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
-class BodyTooLarge(HTTPException):
-    """A request body that outgrew its limit while it streamed in.
+class RefusedBody(HTTPException):
+    """A request body refused while it streamed in, answered as ``error``.
 
-    An ``HTTPException`` rather than the store's ``PayloadTooLargeError`` because FastAPI
-    turns any other exception raised while it reads a JSON body into a plain 400.
+    An ``HTTPException`` rather than the store's error itself because FastAPI turns any other
+    exception raised while it reads a JSON body into a plain 400.
     """
 
-    def __init__(self, error: PayloadTooLargeError) -> None:
-        super().__init__(status_code=413, detail=error.message)
+    def __init__(self, error: SegmentStoreError) -> None:
+        super().__init__(status_code=error.status, detail=error.message)
         self.error = error
+
+
+class BodyTooLarge(RefusedBody):
+    """A request body that outgrew its limit while it streamed in."""
+
+    def __init__(self, error: PayloadTooLargeError) -> None:
+        super().__init__(error)
 
 
 def error_json(
@@ -94,7 +101,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    if isinstance(exc, BodyTooLarge):
+    if isinstance(exc, RefusedBody):
         return error_response(exc.error)
     code = _HTTP_CODES.get(exc.status_code, "invalid_argument")
     if exc.status_code >= 500:

@@ -11,9 +11,10 @@ every part of a listing it gathers. Each is signed as a member's
   more is refused at once (:class:`PeerBusy`, answered ``503`` with ``Retry-After``), so a
   slow or stuck peer cannot tie up every connection and task of this node.
 
-A request's body is passed on as it arrives; it is the caller's to make sure a body that
-ends early (the client went away) aborts the request instead of ending it
-(:mod:`segmentstore.api.cluster_routing`).
+A request is passed on once its whole body has arrived, since the signature covers the body's
+digest (the owner checks it before it applies anything); a body that ends early (the client
+went away) raises while it is read, so nothing is sent at all
+(:mod:`segmentstore.api.cluster_routing`). Its slot is held from the first byte of the body.
 """
 
 from __future__ import annotations
@@ -96,13 +97,16 @@ class ForwardingSession:
     async def forward(
         self, base_url: str, scope: Scope, body: bytes | AsyncIterator[bytes]
     ) -> AsyncIterator[tuple[aiohttp.ClientResponse, str]]:
-        """Send the request of ``scope`` with ``body`` to the same path on ``base_url``;
-        yields the answer and the nonce its owner's signature must name. ``PeerBusy`` at
-        the peer's cap."""
+        """Send the request of ``scope`` with ``body`` (read whole first, if it is a stream)
+        to the same path on ``base_url``; yields the answer and the nonce its owner's
+        signature must name. ``PeerBusy`` at the peer's cap."""
         async with self._slot(base_url):
+            if not isinstance(body, bytes):
+                body = b"".join([chunk async for chunk in body])
             self.forwarded += 1
             headers = [(k, v) for k, v in scope["headers"] if k not in HOP_BY_HOP]
-            nonce = self._sign(headers, scope["method"], scope["raw_path"], scope["query_string"])
+            method, path, query = scope["method"], scope["raw_path"], scope["query_string"]
+            nonce = self._sign(headers, method, path, query, body)
             target = base_url.rstrip("/") + scope["raw_path"].decode("latin-1")
             if scope["query_string"]:
                 target += "?" + scope["query_string"].decode("latin-1")
@@ -135,13 +139,18 @@ class ForwardingSession:
                 yield response, nonce
 
     def _sign(
-        self, headers: list[tuple[bytes, bytes]], method: str, path: bytes, query: bytes
+        self,
+        headers: list[tuple[bytes, bytes]],
+        method: str,
+        path: bytes,
+        query: bytes,
+        body: bytes = b"",
     ) -> str:
         """Add this node's ``Segment-Forwarded-By`` and signature to ``headers``; the nonce."""
         headers.append((FORWARDED_BY, self.node_id.encode()))
         if self.secret is None:
             return ""
-        signature, nonce = self.secret.sign_request(self.node_id, method, path, query)
+        signature, nonce = self.secret.sign_request(self.node_id, method, path, query, body)
         headers.append((FORWARDED_SIGNATURE, signature.encode()))
         return nonce
 

@@ -7,7 +7,12 @@ in bytes, ``process_*`` describes the process and ``segmentstore_build_info`` th
   (``/v1/segments/{name}:append``, never the raw path, so segment names cannot blow up the
   number of series) and status. Requests refused before routing (auth, body limits) are
   labelled with the template their path matches; only a path that matches no route is
-  ``unmatched``.
+  ``unmatched``. The answers that are bugs (a ``5xx`` other than ``503`` and ``507``) are also
+  counted per method and route in a family of their own whose every route's series exists
+  from the start, at zero: Prometheus' ``increase()`` cannot count an error that a series
+  begins with, and the alert must see the first one.
+- ``segmentstore_build_info`` names the node (its cluster id, or the host's name), so that
+  the series of one instance can be matched to the node the cluster map shows.
 - The store's work, reported through its :class:`~segmentstore.observations.Observations`:
   Tier 1 write+sync latency, Tier 2 chunk write latency and size, container recovery time.
 - Container and cache figures, read from the store when scraped (:mod:`.store_collector`), so
@@ -65,19 +70,26 @@ _HTTP_LABELS = ("method", "route", "status")
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-class Metrics(StoreObserver):
-    """The service's metrics; observes the store it is attached to."""
+def is_internal_error(status: str) -> bool:
+    """A ``5xx`` that no documented error answers (``503`` and ``507`` are documented)."""
+    return status.startswith("5") and status not in ("503", "507")
 
-    def __init__(self) -> None:
+
+class Metrics(StoreObserver):
+    """The service's metrics; observes the store it is attached to. ``node`` names this node
+    in ``segmentstore_build_info``."""
+
+    def __init__(self, node: str = "") -> None:
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
         registry.register(ProcessExtrasCollector())
         Info("segmentstore_build", "the running build", registry=registry).info(
-            {"version": VERSION, "python": platform.python_version()}
+            {"version": VERSION, "python": platform.python_version(), "node": node}
         )
         # Updated on the event loop for every request and every Tier 1 record: lock-free.
         self._latency: dict[tuple[str, ...], LoopHistogram] = {}
+        self._routes: list[tuple[str, str]] = []  # (method, template) of every route
         self._append_bytes = 0
         self._appended_events = 0
         self._tier1 = LoopHistogram(TIER1_BUCKETS)
@@ -87,6 +99,12 @@ class Metrics(StoreObserver):
             "HTTP requests answered",
             _HTTP_LABELS,
             lambda: {key: sum(h.counts) for key, h in self._latency.items()},
+        )
+        loop.add_counter(
+            "segmentstore_http_internal_errors",
+            "answers that are bugs: 5xx other than 503 and 507 (each route at zero from the start)",
+            ("method", "route"),
+            self._internal_errors,
         )
         loop.add_histogram(
             "segmentstore_http_request_duration_seconds",
@@ -143,6 +161,24 @@ class Metrics(StoreObserver):
         # slow first recovery, or the first takeover of a container by this node).
         for container in range(store.settings.store.containers):
             self._recovery.labels(str(container))
+
+    def expect_routes(self, routes: Sequence[BaseRoute]) -> None:
+        """Export the internal-error series of every method and template of ``routes`` (and
+        of a path that matches none) from now on, at zero."""
+        found = {("GET", UNMATCHED_ROUTE), ("POST", UNMATCHED_ROUTE)}
+        for route in routes:
+            template = getattr(route, "path_format", None)
+            for method in getattr(route, "methods", None) or ():
+                if isinstance(template, str) and method != "HEAD":
+                    found.add((method, template))
+        self._routes = sorted(found)
+
+    def _internal_errors(self) -> dict[tuple[str, ...], float]:
+        errors: dict[tuple[str, ...], float] = dict.fromkeys(self._routes, 0)
+        for (method, route, status), histogram in self._latency.items():
+            if is_internal_error(status):
+                errors[(method, route)] = errors.get((method, route), 0) + sum(histogram.counts)
+        return errors
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """One HTTP request answered (on the event loop)."""

@@ -118,6 +118,10 @@ class ContainerView(BaseModel):
     reason: str | None = Field(description="why the container is not running, if it is not")
     tier2_error: str | None = Field(description="the Tier 2 failure being retried, if any")
     recoveries: int = Field(description="recoveries started by the store itself after a fault")
+    takeovers: int = Field(
+        description="times the node that holds it took it over from another node and recovered"
+        " it (cluster mode; 0 on one node)"
+    )
     owner: str | None = Field(description="the cluster node that holds it; null on one node")
 
 
@@ -139,9 +143,23 @@ class ContainerOwner(BaseModel):
     )
 
 
+class MissingNode(BaseModel):
+    id: str
+    url: str
+    last_seen_ms: int = Field(description="when the answering node last saw it alive")
+
+
 class ClusterMap(BaseModel):
     node: str | None = Field(description="the node that answered; null on a single node")
+    leases_held: bool | None = Field(
+        description="whether the answering node holds its own lease now (else it names only"
+        " itself and what it serves); null on a single node"
+    )
     nodes: list[ClusterNode]
+    missing: list[MissingNode] = Field(
+        description="nodes seen alive since the answering node started that no longer are"
+        " (dead or cut off; a node that left on purpose is not missing)"
+    )
     containers: list[ContainerOwner]
 
 
@@ -205,7 +223,7 @@ def public_status(container: SegmentContainer) -> str:
     return container.status.value
 
 
-def container_json(container: SegmentContainer) -> dict[str, Any]:
+def container_json(container: SegmentContainer, takeovers: int = 0) -> dict[str, Any]:
     return {
         "id": container.id,
         "epoch": container.epoch,
@@ -218,5 +236,6 @@ def container_json(container: SegmentContainer) -> dict[str, Any]:
         "reason": container.failure,
         "tier2_error": container.tier2_error,
         "recoveries": container.auto_recoveries,
+        "takeovers": takeovers,
         "owner": None,  # a cluster node's listing names it (segmentstore.api.cluster_listing)
     }

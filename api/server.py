@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import FrameType
@@ -32,6 +32,11 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from segmentstore.api.app import create_app
+from segmentstore.api.connection_limits import (
+    ConnectionLimits,
+    ConnectionLimitsCollector,
+    descriptor_budget,
+)
 from segmentstore.api.http_protocol import limited_protocol
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.settings import ApiSettings
@@ -43,27 +48,41 @@ GRACEFUL_TIMEOUT_S = 10
 # The settings' own defaults, for a caller that passes no settings (tests, the benchmarks).
 MAX_HEADER_BYTES = ApiSettings().max_header_bytes
 BODY_TIMEOUT_S = ApiSettings().body_timeout_ms / 1000
+HEAD_TIMEOUT_S = ApiSettings().head_timeout_ms / 1000
 # A node stopping gracefully gives its containers this long to drain and move.
 HAND_OVER_TIMEOUT_S = 15
 LEAVING_GRACE_S = 1.0
+
+
+async def start_node(store: SegmentStore, cluster: ClusterMembership | None) -> None:
+    """Start ``store`` (its containers then recover in the background: probes get /healthz
+    200 and /readyz 503 meanwhile, not a refusal) and join ``cluster``; if joining fails, the
+    store is closed again and the failure raised."""
+    await store.start(wait_for_recovery=False)
+    if cluster is not None:
+        try:
+            await cluster.start()
+        except BaseException:
+            await store.close()
+            raise
 
 
 def serving_app(
     store: SegmentStore,
     auth_tokens: Mapping[str, str] | None = None,
     cluster: ClusterMembership | None = None,
+    *,
+    started: bool = False,
 ) -> FastAPI:
-    """The app over an unstarted ``store`` that it starts and closes in its lifespan; with
-    ``cluster``, the node joins after the store starts and leaves before it closes."""
+    """The app over ``store``, which it closes in its lifespan: started already (``started``,
+    by :func:`start_node`) or started there; with ``cluster``, the node joins after the store
+    starts and leaves before it closes."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # uvicorn binds the port only once this returns: the containers recover in the
-        # background, so probes get /healthz 200 and /readyz 503 meanwhile, not a refusal.
-        await store.start(wait_for_recovery=False)
+        if not started:
+            await start_node(store, cluster)
         try:
-            if cluster is not None:
-                await cluster.start()
             yield
         finally:
             if cluster is not None:
@@ -123,15 +142,18 @@ def server_config(
     uvicorn_logging: bool = True,
     max_header_bytes: int = MAX_HEADER_BYTES,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+    connection_limits: ConnectionLimits | None = None,
 ) -> uvicorn.Config:
     """uvicorn's settings for the app. ``uvicorn_logging``: uvicorn's own log handlers and
-    format; False leaves its records to the root logger's handlers. ``max_header_bytes`` and
-    ``body_timeout_s``: the limits of :mod:`segmentstore.api.http_protocol`."""
+    format; False leaves its records to the root logger's handlers. ``max_header_bytes``,
+    ``body_timeout_s``, ``head_timeout_s`` and ``connection_limits``: the limits of
+    :mod:`segmentstore.api.http_protocol`."""
     return uvicorn.Config(
         app,
         host=host,
         port=port,
-        http=limited_protocol(max_header_bytes, body_timeout_s),
+        http=limited_protocol(max_header_bytes, body_timeout_s, head_timeout_s, connection_limits),
         lifespan="on",  # a store that fails to start stops the server instead of serving 503s
         ws="none",  # no websockets here; and the legacy websockets module warns on import
         access_log=False,  # at thousands of requests a second; /metrics counts them instead
@@ -162,13 +184,28 @@ async def serve(
     cluster: ClusterMembership | None = None,
     max_header_bytes: int = MAX_HEADER_BYTES,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+    max_connections: int | None = None,
+    max_connections_per_client: int | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> None:
     """Serve ``store`` (unstarted) until SIGTERM or SIGINT; returns once it is closed.
+    ``on_started`` is called once the store has started (and the node joined its cluster).
 
     ``sockets``, if given, are already bound listening sockets to serve on instead of
-    ``host``/``port`` (tests bind port 0 to learn the port before serving).
+    ``host``/``port`` (``segmentstore serve`` binds its port before anything else). The store
+    is started and the cluster joined before uvicorn runs: a failure to start is raised here,
+    as it is, for the caller to tell (rather than become uvicorn's lifespan traceback).
     """
-    app = serving_app(store, auth_tokens, cluster)
+    await start_node(store, cluster)
+    if on_started is not None:
+        on_started()
+    app = serving_app(store, auth_tokens, cluster, started=True)
+    limits = None
+    if max_connections is not None:
+        per_client = max_connections_per_client or max_connections
+        limits = ConnectionLimits(descriptor_budget(max_connections), per_client)
+        app.state.metrics.registry.register(ConnectionLimitsCollector(limits))
     config = server_config(
         app,
         host,
@@ -180,6 +217,8 @@ async def serve(
         uvicorn_logging=uvicorn_logging,
         max_header_bytes=max_header_bytes,
         body_timeout_s=body_timeout_s,
+        head_timeout_s=head_timeout_s,
+        connection_limits=limits,
     )
     server = uvicorn.Server(config) if cluster is None else _HandOverFirst(config, cluster)
     if sockets:

@@ -265,6 +265,15 @@ class ApiSettings(_Section):
     # A request body that stops arriving for this long is answered 408 and nothing of it is
     # applied; a node forwarding it gives up on the owner at the same moment.
     body_timeout_ms: int = Field(default=30_000, ge=100)
+    # A request line and headers must arrive whole within this long of their first byte (and
+    # a new connection send them within it), however slowly they keep coming: else 408.
+    head_timeout_ms: int = Field(default=10_000, ge=100)
+    # Client connections the node keeps open at once, in all and from one address: one more is
+    # answered 429 and closed. The node lowers the first to what its descriptor limit leaves
+    # after a reserve for its files and its own connections. Another node's forwards come
+    # from one address: keep the second above cluster.max_forwards_per_peer.
+    max_connections: int = Field(default=10_000, ge=1)
+    max_connections_per_client: int = Field(default=2_000, ge=1)
 
     @model_validator(mode="after")
     def _tls_needs_both(self) -> ApiSettings:

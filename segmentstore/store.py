@@ -30,7 +30,7 @@ from segmentstore.containers.parts import default_parts
 from segmentstore.containers.recoveries import Recoveries
 from segmentstore.containers.shared_tier2 import claim_shared_tier2
 from segmentstore.containers.status import ContainerStatus
-from segmentstore.containers.supervisor import ContainerSupervisor
+from segmentstore.containers.supervisor import ContainerSupervisor, stays_read_only
 from segmentstore.containers.tier1_logs import claim_shared_tier1, tier1_log
 from segmentstore.contracts.attributes import AttributeUpdate
 from segmentstore.contracts.errors import (
@@ -45,7 +45,7 @@ from segmentstore.contracts.events import encode
 from segmentstore.contracts.mapping import container_of
 from segmentstore.contracts.names import transaction_name, validate_int64, validate_segment_name
 from segmentstore.contracts.segment_info import AppendResult, EventsRead, SegmentInfo
-from segmentstore.data_dir import claim_data_dir
+from segmentstore.data_dir import claim_data_dir, lock_data_dir, unlock_data_dir
 from segmentstore.logs.observed_data_log import observed
 from segmentstore.observations import Observations
 from segmentstore.reading.cache_manager import CacheManager
@@ -58,6 +58,9 @@ from segmentstore.tier2.layout_migration import holds_layout_1
 from segmentstore.writer.observed_chunk_storage import ObservedChunkStorage
 
 log = logging.getLogger(__name__)
+
+
+_SERVING_READS = (ContainerStatus.RUNNING, ContainerStatus.READ_ONLY)
 
 
 @lru_cache(maxsize=65536)
@@ -135,13 +138,18 @@ class SegmentStore:
         """
         data_dir = self.settings.store.data_dir
         uri = self.settings.tier2_uri()
+        # First, a second process over the directory stops here (on JetStream it holds nothing).
+        self._data_dir_lock = (
+            await asyncio.to_thread(lock_data_dir, data_dir) if self._jetstream is None else None
+        )
+        storage = None
         try:
-            storage = await asyncio.to_thread(
-                open_chunk_storage, uri, options=self.settings.tier2.backend_options()
-            )
-        except Tier2Error as error:
-            raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
-        try:
+            try:
+                storage = await asyncio.to_thread(
+                    open_chunk_storage, uri, options=self.settings.tier2.backend_options()
+                )
+            except Tier2Error as error:
+                raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
             if await asyncio.to_thread(holds_layout_1, storage):
                 raise InvalidArgumentError(
                     f"Tier 2 at {uri} holds segments in the layout of an earlier version"
@@ -157,7 +165,9 @@ class SegmentStore:
                     secret = self.settings.cluster.secret_bytes()
                     await claim_shared_tier2(self._jetstream, storage, storage.uri, secret)
         except BaseException:
-            await asyncio.to_thread(storage.close)
+            if storage is not None:
+                await asyncio.to_thread(storage.close)
+            unlock_data_dir(self._data_dir_lock)
             raise
         cache = self.settings.cache
         self.cache_manager = CacheManager(
@@ -226,13 +236,20 @@ class SegmentStore:
             self._lookups.close()
             self.cache_manager.cache.close()
             await asyncio.to_thread(self.tier2.storage.close)
+            unlock_data_dir(self._data_dir_lock)
 
     async def restart_container(self, container_id: int) -> SegmentContainer:
         """Stop a container and recover it in place; its epoch is then higher. Restarts of
-        one container run one at a time."""
+        one container run one at a time. A read-only container (Tier 1 full) is left serving
+        its reads, ``InsufficientStorageError``, while Tier 1 has less than
+        ``store.recovery_room_bytes`` free: its recovery would fail for want of room and
+        leave it serving nothing."""
         container = self.container(container_id)
         lock = self._restarts.setdefault(container_id, asyncio.Lock())
         async with lock:
+            refusal = stays_read_only(container, self.settings.store.recovery_room_bytes)
+            if refusal is not None:
+                raise refusal
             await container.stop()
             await self._recoveries.recover(container)
         return container
@@ -446,7 +463,7 @@ class SegmentStore:
             non_negative("limit", limit)
         owned = [c for c in self.containers if c.id in self.owned]
         for c in owned:
-            if self.settings.cluster.enabled and c.status is not ContainerStatus.RUNNING:
+            if self.settings.cluster.enabled and c.status not in _SERVING_READS:
                 raise ContainerUnavailableError(c.id, c.failure or c.status.value)
         names = {n for c in owned for n in c.active_names(prefix) if after is None or n > after}
         if all(c.segment_count <= c.active_segment_count for c in owned):

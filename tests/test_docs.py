@@ -93,6 +93,33 @@ def test_the_readme_cluster_example_run_in_the_clone_leaves_it_clean(tmp_path: P
     assert _git_status() == before, "the cluster example wrote into the clone"
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+@needs_netns
+def test_the_readme_cluster_example_names_a_taken_port_and_stops_what_it_started(
+    tmp_path: Path,
+) -> None:
+    """Port 9092 taken by another web server before the example runs: it says so before
+    starting anything, the node that cannot listen there says why in one line, and the
+    example neither hangs nor leaves a process running."""
+    readme = REPO / "README.md"
+    cluster = [b for b in blocks(readme) if "--cluster" in b.text and b.marker is None]
+    take = "python3 -m http.server 9092 --bind 127.0.0.1 > /dev/null 2>&1 &\ntaker=$!\nsleep 1\n"
+    taker = Block(readme, 0, "sh", take)
+    release = Block(readme, 0, "sh", "kill $taker; wait $taker\n")
+    run = run_page([taker, *cluster, release], tmp_path, PAGE_TIMEOUT_S)
+    assert not run.timed_out and not run.leftovers, run.report()
+    assert "port 9092 is taken: stop what uses it, or change it below" in run.stdout
+    assert [line for line in run.stdout.splitlines() if "is taken" in line] == [
+        "port 9092 is taken: stop what uses it, or change it below"
+    ]
+    refusal = (
+        "segmentstore serve: cannot listen on 127.0.0.1:9092: another process listens on that"
+        " port: stop it, or choose another port with --port (api.port)"
+    )
+    assert refusal in run.stdout, run.report()
+
+
 def test_blocks_and_their_markers(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from certificates import certificates
+from cryptography import x509
 
 from segmentstore.cli import main
 from segmentstore.cli.logs import JsonFormatter
@@ -21,6 +22,7 @@ from segmentstore.client import AsyncSegmentStoreClient, RetryPolicy, SegmentSto
 from segmentstore.harness.served_store import ServedStore
 from segmentstore.version import VERSION
 
+EXPIRY = 'segmentstore_tls_certificate_expiry_timestamp_seconds{certificate="api"}'
 TOKEN = "tok-3f9a1c77e2"
 S3_SECRET = "sk-b8d40e1a55"
 NATS_PASSWORD = "pw-77c1e0d9"
@@ -132,6 +134,12 @@ def test_the_client_talks_https_to_the_server(tmp_path: Path) -> None:
         # Plain HTTP to the HTTPS port is not served.
         with pytest.raises(httpx.TransportError):
             httpx.get(f"http://127.0.0.1:{served.port}/healthz", timeout=10)
+        # The certificate's expiry is a metric, for the alert that asks for a new one in time.
+        trusted = ssl.create_default_context(cafile=str(ca_file))
+        metrics = httpx.get(f"{served.url}/metrics", verify=trusted, timeout=10).text
+        (line,) = [m for m in metrics.splitlines() if m.startswith(EXPIRY)]
+        expires = x509.load_pem_x509_certificate(cert_file.read_bytes()).not_valid_after_utc
+        assert float(line.split()[-1]) == expires.timestamp()
     finally:
         served.stop()
     # The service's log, uvicorn's lines included, is one JSON object a line.

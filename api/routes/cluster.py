@@ -28,6 +28,14 @@ def cluster_router(store: SegmentStore, cluster: ClusterMembership | None) -> AP
         if cluster is not None:
             return JSONResponse(cluster.describe())
         containers = [{"id": c.id, "owner": None, "epoch": c.epoch} for c in store.containers]
-        return JSONResponse({"node": None, "nodes": [], "containers": containers})
+        return JSONResponse(
+            {
+                "node": None,
+                "leases_held": None,
+                "nodes": [],
+                "missing": [],
+                "containers": containers,
+            }
+        )
 
     return router

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from segmentstore.api.schemas import Containers, ContainerView, container_json, error_responses
 from segmentstore.cluster.membership import ClusterMembership
+from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.contracts.errors import (
     ContainerNotFoundError,
     ContainerUnavailableError,
+    InsufficientStorageError,
     InvalidArgumentError,
 )
 from segmentstore.store import SegmentStore
@@ -27,6 +30,10 @@ def containers_router(store: SegmentStore, cluster: ClusterMembership | None) ->
     # it twice. Restarts are rare (drills), so one at a time is plenty.
     restarting = asyncio.Lock()
 
+    def view(container: SegmentContainer) -> dict[str, Any]:
+        takeovers = 0 if cluster is None else cluster.takeovers.get(container.id, 0)
+        return container_json(container, takeovers)
+
     @router.get(
         "",
         operation_id="listContainers",
@@ -34,14 +41,17 @@ def containers_router(store: SegmentStore, cluster: ClusterMembership | None) ->
         summary="Every container's state",
     )
     async def list_containers() -> Response:
-        return JSONResponse({"containers": [container_json(c) for c in store.containers]})
+        return JSONResponse({"containers": [view(c) for c in store.containers]})
 
     @router.post(
         "/{container_id}:restart",
         operation_id="restartContainer",
         response_model=ContainerView,
         responses=error_responses(
-            InvalidArgumentError, ContainerNotFoundError, ContainerUnavailableError
+            InvalidArgumentError,
+            ContainerNotFoundError,
+            ContainerUnavailableError,
+            InsufficientStorageError,
         ),
         summary="Stop a container and recover it in place; answers once it runs again",
     )
@@ -56,7 +66,7 @@ def containers_router(store: SegmentStore, cluster: ClusterMembership | None) ->
             raise ContainerUnavailableError(
                 container.id, container.failure or container.status.value
             )
-        answer = container_json(container)
+        answer = view(container)
         answer["owner"] = None if cluster is None else cluster.node_id
         return JSONResponse(answer)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from segmentstore.api.errors import BodyTooLarge, error_response
+from segmentstore.api.errors import RefusedBody, error_response
 from segmentstore.api.head import RequestHead
 from segmentstore.api.metrics import Metrics
 from segmentstore.api.routes.data_route import (
@@ -111,7 +111,7 @@ class DataRoutes:
         except SegmentStoreError as error:
             await error_response(error)(scope, receive, send)
             return
-        except BodyTooLarge as error:
+        except RefusedBody as error:  # too large, or not the body a forwarding node signed
             await error_response(error.error)(scope, receive, send)
             return
         if result.duplicate or result.offset is None:

@@ -1,5 +1,6 @@
 """Probes and metrics, outside ``/v1`` and never behind auth: ``/healthz`` (the process
-answers), ``/readyz`` (every container this process holds is running) and ``/metrics``."""
+answers, and whether it takes writes), ``/readyz`` (it serves reads of every container it
+holds) and ``/metrics``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 
 from segmentstore.api.errors import error_json
 from segmentstore.api.metrics import CONTENT_TYPE, Metrics
-from segmentstore.api.readiness import readiness
+from segmentstore.api.readiness import read_only_containers, readiness, writable
 from segmentstore.api.schemas import container_json, error_responses
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.contracts.errors import ContainerUnavailableError
@@ -21,16 +22,27 @@ def health_router(
     router = APIRouter(tags=["operations"])
 
     @router.get(
-        "/healthz", operation_id="getHealth", summary="Liveness: 200 while the process serves"
+        "/healthz",
+        operation_id="getHealth",
+        summary="Liveness: 200 while the process serves; whether it takes writes",
     )
     async def healthz() -> Response:
-        return JSONResponse({"status": "ok"})
+        # Always 200: a node that cannot take writes (Tier 1 full) still serves reads, and
+        # restarting it would stop those too.
+        read_only = [c.id for c in read_only_containers(store)]
+        return JSONResponse(
+            {
+                "status": "ok",
+                "writable": writable(store, cluster),
+                "read_only_containers": read_only,
+            }
+        )
 
     @router.get(
         "/readyz",
         operation_id="getReadiness",
         responses=error_responses(ContainerUnavailableError),
-        summary="Readiness: 200 only if every container is running",
+        summary="Readiness: 200 once the node serves reads of every container it holds",
     )
     async def readyz() -> Response:
         state = readiness(store, cluster)

@@ -14,14 +14,23 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from segmentstore.cli import bench, drill, serve, spark, tier2
 from segmentstore.cli.logs import configure_logging
 from segmentstore.version import VERSION
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """A usage error is one line that names the mistake and where the flags are listed (its
+    subcommands' parsers are of this class too), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} ({self.prog} --help lists the flags)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="segmentstore", description=__doc__.splitlines()[0])
+    parser = _OneLineErrors(prog="segmentstore", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"segmentstore {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
     for group in (serve, tier2, bench, spark, drill):

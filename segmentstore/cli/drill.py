@@ -56,6 +56,17 @@ def add_command(commands: Any) -> None:
         "--kill-cmd", default=None,
         help="with --url: kills a node, {node} replaced by its host:port",
     )  # fmt: skip
+    token = drill.add_mutually_exclusive_group()
+    token.add_argument(
+        "--token-file", type=Path, default=None,
+        help="with --url: a file holding the bearer token the drill sends (role admin, for"
+        " container restarts; write enough without them)",
+    )  # fmt: skip
+    token.add_argument(
+        "--token", default=None,
+        help="the token itself (seen by anyone who lists processes: prefer --token-file, or"
+        " $SEGMENTSTORE_DRILL_TOKEN)",
+    )  # fmt: skip
     drill.add_argument("--duration", type=float, default=60.0, help="seconds of load and faults")
     drill.add_argument("--seed", type=int, default=1, help="chooses the faults and their moments")
     drill.add_argument(
@@ -154,7 +165,13 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         deployment = RunningDeployment(args.url, args.kill_cmd)
+    try:
+        token = _token(args)
+    except OSError as error:
+        print(f"segmentstore drill: cannot read --token-file: {error}", file=sys.stderr)
+        return 2
     options = DrillOptions(
+        token=token,
         duration_s=args.duration,
         seed=args.seed,
         faults=faults,
@@ -183,3 +200,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         report.write_json(args.json)
     return 0 if report.passed else 1
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The bearer token for the deployment's API: a flag, a file, or the environment."""
+    if args.token_file is not None:
+        return args.token_file.read_text().strip() or None
+    return args.token or os.environ.get("SEGMENTSTORE_DRILL_TOKEN") or None

@@ -8,11 +8,11 @@ import json
 import logging
 import os
 import socket
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from segmentstore.cli.logs import configure_logging
+from segmentstore.cli.startup_failures import USAGE, StartupFailure, explain, listen, report
 
 if TYPE_CHECKING:
     from segmentstore.settings import Settings
@@ -96,19 +96,37 @@ def add_command(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Serve until stopped; a startup failure is one line on standard error
+    (:mod:`.startup_failures`), its exit status 2 for settings and 1 for the rest."""
     from segmentstore.contracts.errors import InvalidArgumentError
 
     try:
         settings = _settings(args)
+        _check_tier2_uri(settings)
     except InvalidArgumentError as error:
-        print(f"segmentstore: {error}", file=sys.stderr)
-        return 2
+        fix = "fix the flag, SEGMENTSTORE_ variable or config file that sets it"
+        return report(StartupFailure(f"{error}: {fix}", USAGE), None, debug=False)
     if args.print_config:
         print(effective_config(settings))
         return 0
     configure_logging(settings.log.level, settings.log.format)
-    _serve(settings)
+    try:
+        _serve(settings)
+    except Exception as error:  # anything that stops the start: one line, not a traceback
+        return report(explain(error), error, debug=settings.log.level.lower() == "debug")
     return 0
+
+
+def _check_tier2_uri(settings: Settings) -> None:
+    """A Tier 2 URI no backend takes is a setting to fix, refused before anything starts."""
+    from segmentstore.contracts.errors import InvalidArgumentError
+    from segmentstore.tier2 import InvalidTier2UriError
+    from segmentstore.tier2.location import Tier2Location
+
+    try:
+        Tier2Location.parse(settings.tier2_uri())
+    except InvalidTier2UriError as error:
+        raise InvalidArgumentError(f"invalid settings: tier2.uri: {error}") from error
 
 
 def effective_config(settings: Settings) -> str:
@@ -155,27 +173,27 @@ def _serve(settings: Settings) -> None:
     from segmentstore.store import SegmentStore
 
     tune_for_many_segments()
-
-    sockets = None
-    if settings.cluster.enabled and settings.api.port == 0 and not settings.cluster.advertise_url:
-        # The advertised URL needs the port before the node joins, which is before uvicorn
-        # binds: bind here and hand uvicorn the socket.
-        listener = socket.create_server((settings.api.host, 0))
-        sockets = [listener]
-        settings = settings.with_overrides(api={"port": listener.getsockname()[1]})
+    # The port first, before the data directory is touched: a node that cannot serve claims
+    # nothing. (A cluster node's advertised URL needs the port too, before it joins.)
+    listener = listen(settings.api.host, settings.api.port)
+    sockets = [listener]
+    settings = settings.with_overrides(api={"port": listener.getsockname()[1]})
     settings = _with_node_identity(settings)
     api = settings.api
     scheme = "https" if api.tls_cert_file else "http"
-    log.info(
-        "serving %s on %s://%s:%d (%d containers, Tier 2 %s, auth %s)",
-        settings.store.data_dir.resolve(),
-        scheme,
-        api.host,
-        api.port,
-        settings.store.containers,
-        settings.tier2_uri(),
-        "on" if settings.auth.tokens else "off",
-    )
+
+    def started() -> None:  # said once it is true: a start that fails says only why
+        log.info(
+            "serving %s on %s://%s:%d (%d containers, Tier 2 %s, auth %s)",
+            settings.store.data_dir.resolve(),
+            scheme,
+            api.host,
+            api.port,
+            settings.store.containers,
+            settings.tier2_uri(),
+            "on" if settings.auth.tokens else "off",
+        )
+
     store = SegmentStore(settings)
     cluster = None
     if settings.cluster.enabled:
@@ -195,10 +213,18 @@ def _serve(settings: Settings) -> None:
         sockets=sockets,
         max_header_bytes=api.max_header_bytes,
         body_timeout_s=api.body_timeout_ms / 1000,
+        head_timeout_s=api.head_timeout_ms / 1000,
+        max_connections=api.max_connections,
+        max_connections_per_client=api.max_connections_per_client,
+        on_started=started,
     )
     try:
         import uvloop  # uvicorn[standard] brings it: a faster event loop
     except ImportError:  # pragma: no cover
-        asyncio.run(service)
+        run_service = asyncio.run
     else:
-        uvloop.run(service)
+        run_service = uvloop.run
+    try:
+        run_service(service)
+    finally:
+        listener.close()

@@ -13,23 +13,33 @@ bucket but without the secret can neither join nor hold a container.
 
 The bucket's age limit is set once, by the first node that creates it; every node then uses
 the bucket's figure, so nodes configured with different lease times still agree.
+
+A bucket that is lost (its stream deleted by someone with access to JetStream, or lost with
+the servers' storage) is made again by the first call of a member that finds it missing, with
+the same figure, and that call is tried once more: the members then write their entries
+again on their next tick (a node's lease, and each container lease whose holder still opened
+it at the same Tier 1 epoch), so the cluster carries on without a restart. A purged bucket
+needs nothing: its entries are written again the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
+from nats.errors import NoRespondersError
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoStreamResponseError
 from nats.js.errors import NotFoundError as JsNotFoundError
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE
 
 from segmentstore.cluster.lease_watch import CONTAINER, NODE, LeaseWatch
-from segmentstore.cluster.leases import ContainerLease, LeaseStore, Membership
+from segmentstore.cluster.leases import BackendUsage, ContainerLease, LeaseStore, Membership
 from segmentstore.tier1.errors import DataLogClosedError, DataLogWriteError
 from segmentstore.tier1.jetstream.lease_entries import decode, encode
 from segmentstore.tier1.jetstream.log import connect_or_raise, epoch_bucket, key_value_bucket
@@ -39,8 +49,11 @@ from segmentstore.tier1.signing import Signer
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 _TAKE_BACK_TRIES = 5
-_STREAM_LIST_PAGE = 256  # what JetStream answers a stream listing with, at most
+_STREAM_LIST_PAGE = 256
+_IMPOSTOR_LOG_EVERY_S = 60.0  # what JetStream answers a stream listing with, at most
 
 
 class JetStreamLeases(LeaseStore):
@@ -55,6 +68,9 @@ class JetStreamLeases(LeaseStore):
         self._bucket: Any = None
         self._epochs: Any = None
         self._watch: LeaseWatch | None = None
+        self.recreated = 0  # times this node made the bucket again (for tests and logs)
+        self._highest_revision = 0  # of this node's own writes: a lower one is a new bucket
+        self._impostor_logged_at = -1e9
 
     @property
     def lease_ms(self) -> int:
@@ -136,12 +152,32 @@ class JetStreamLeases(LeaseStore):
     # -- nodes -----------------------------------------------------------------------------
 
     async def announce(self, node: str, url: str) -> None:
-        async with self._translated("announce node"):
-            await self._kv().put(NODE + node, self._entry(NODE + node, {"url": url}))
+        async def put() -> int:
+            revision: int = await self._kv().put(
+                NODE + node, self._entry(NODE + node, {"url": url})
+            )
+            return revision
+
+        self._wrote(await self._call("announce node", put))
+
+    def _wrote(self, revision: int) -> None:
+        """A write of this node's was stored at ``revision``. Revisions only grow in a
+        bucket: a lower one than before means the bucket was made again (by another node),
+        and this node's view must follow the new one."""
+        if revision < self._highest_revision:
+            log.warning(
+                "the lease bucket %s was made again (revision %d after %d): watching it afresh",
+                self.bucket_name, revision, self._highest_revision,
+            )  # fmt: skip
+            if self._watch is not None:
+                self._watch.rebind(self._bucket)
+        self._highest_revision = revision
 
     async def withdraw(self, node: str) -> None:
-        async with self._translated("withdraw node"):
+        async def put() -> None:
             await self._kv().put(NODE + node, self._entry(NODE + node, {"left": True}))
+
+        await self._call("withdraw node", put)
 
     async def read(self) -> Membership:
         # A view, not a decision: every decision taken on it is confirmed by a
@@ -150,14 +186,18 @@ class JetStreamLeases(LeaseStore):
             raise DataLogClosedError(f"the lease bucket {self.bucket_name} is not open")
         return self._watch.membership()
 
+    def view_current(self) -> bool:
+        return self._watch is not None and self._watch.current
+
     # -- container leases ------------------------------------------------------------------
 
     async def acquire(self, container: int, owner: str) -> ContainerLease | None:
         key = _key(container)
-        value = self._entry(key, {"owner": owner, "epoch": 0})
-        async with self._translated(f"take the lease of container {container}"):
+
+        async def take() -> int | None:
+            value = self._entry(key, {"owner": owner, "epoch": 0})
             try:
-                revision = await self._kv().create(key, value)
+                revision: int = await self._kv().create(key, value)
             except KeyWrongLastSequenceError:
                 # Something is there: free only if it is a release, or not a member's.
                 fields, last = await self._latest(key)
@@ -167,19 +207,28 @@ class JetStreamLeases(LeaseStore):
                     revision = await self._kv().update(key, value, last=last)
                 except KeyWrongLastSequenceError:
                     return None
-        return ContainerLease(container, owner, 0, revision)
+            return revision
+
+        revision = await self._call(f"take the lease of container {container}", take)
+        return None if revision is None else ContainerLease(container, owner, 0, revision)
 
     async def renew(self, lease: ContainerLease, epoch: int) -> ContainerLease | None:
         key = _key(lease.container)
-        value = self._entry(key, {"owner": lease.owner, "epoch": epoch})
-        async with self._translated(f"renew the lease of container {lease.container}"):
+
+        async def update() -> int | None:
+            value = self._entry(key, {"owner": lease.owner, "epoch": epoch})
             try:
-                revision = await self._kv().update(key, value, last=lease.revision)
+                revision: int = await self._kv().update(key, value, last=lease.revision)
             except KeyWrongLastSequenceError:
-                revision = await self._take_back(lease, epoch, value)
-                if revision is None:
-                    return None
-        return ContainerLease(lease.container, lease.owner, epoch, revision)
+                return await self._take_back(lease, epoch, value)
+            return revision
+
+        revision = await self._call(f"renew the lease of container {lease.container}", update)
+        return (
+            None
+            if revision is None
+            else ContainerLease(lease.container, lease.owner, epoch, revision)
+        )
 
     async def _take_back(self, lease: ContainerLease, epoch: int, value: bytes) -> int | None:
         """After a renewal found another revision than its holder's: the lease expired
@@ -232,16 +281,19 @@ class JetStreamLeases(LeaseStore):
 
     async def release(self, lease: ContainerLease) -> None:
         key = _key(lease.container)
-        value = self._entry(key, {"owner": lease.owner, "released": True})
-        async with self._translated(f"release the lease of container {lease.container}"):
+
+        async def update() -> None:
+            value = self._entry(key, {"owner": lease.owner, "released": True})
             with contextlib.suppress(KeyWrongLastSequenceError):
                 await self._kv().update(key, value, last=lease.revision)
 
-    async def usage(self) -> tuple[int, int]:
-        """(streams, consumers) that this deployment (its stream prefix) has in JetStream:
-        Tier 1's streams and the key-value buckets, and every consumer of theirs."""
+        await self._call(f"release the lease of container {lease.container}", update)
+
+    async def usage(self) -> BackendUsage:
+        """What this deployment (its stream prefix) has in JetStream: Tier 1's streams and
+        the key-value buckets, every consumer of theirs, and their replicas out of service."""
         prefixes = (f"{self._options.stream_prefix}-", f"KV_{self._options.stream_prefix}-")
-        streams = consumers = 0
+        streams = consumers = missing = 0
         async with self._translated("count the deployment's streams"):
             offset = 0
             while True:
@@ -250,9 +302,21 @@ class JetStreamLeases(LeaseStore):
                     if info.config.name.startswith(prefixes):
                         streams += 1
                         consumers += int(info.state.consumer_count)
+                        missing += _replicas_missing(info)
                 offset += len(page)
                 if len(page) < _STREAM_LIST_PAGE:
-                    return streams, consumers
+                    return BackendUsage(streams, consumers, missing)
+
+    def _log_impostor(self, subjects: list[str] | None) -> None:
+        now = time.monotonic()
+        if now - self._impostor_logged_at < _IMPOSTOR_LOG_EVERY_S:
+            return
+        self._impostor_logged_at = now
+        log.error(
+            "the stream %s is not the cluster's lease bucket (its subjects are %s): no node can"
+            " hold a lease until it is deleted, after which the nodes make the bucket again",
+            self.stream_name, subjects,
+        )  # fmt: skip
 
     @contextlib.asynccontextmanager
     async def _translated(self, what: str) -> Any:
@@ -263,6 +327,69 @@ class JetStreamLeases(LeaseStore):
                 f"cannot {what} in {self.bucket_name}: {describe(error)}"
             ) from error
 
+    async def _call(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
+        """``operation`` on the bucket, its failures ``DataLogWriteError``s; if it failed
+        because the bucket is gone, the bucket is made again and ``operation`` tried once
+        more."""
+        try:
+            return await operation()
+        except (NatsError, TimeoutError) as error:
+            if not _bucket_missing(error) or not await self._recreate_if_gone():
+                raise DataLogWriteError(
+                    f"cannot {what} in {self.bucket_name}: {describe(error)}"
+                ) from error
+        async with self._translated(what):
+            return await operation()
+
+    async def _recreate_if_gone(self) -> bool:
+        """Make the bucket again if its stream no longer exists; whether it was made. A
+        stream that exists (a leader being elected, or a stream of the bucket's name that is
+        not a key-value bucket, which a person must remove) is left as it is."""
+        try:
+            info = await self._js.stream_info(self.stream_name)
+        except JsNotFoundError:
+            info = None
+        except (NatsError, TimeoutError):
+            return False  # JetStream itself does not answer: nothing to mend from here
+        if info is not None:
+            if f"$KV.{self.bucket_name}.>" not in (info.config.subjects or []):
+                self._log_impostor(info.config.subjects)
+            return False
+        log.warning(
+            "the lease bucket %s is gone (its stream deleted or lost): making it again; every"
+            " node writes its leases in it again",
+            self.bucket_name,
+        )
+        try:
+            self._bucket = await self._open_bucket(self._js)
+        except DataLogWriteError as error:
+            log.warning("cannot make the lease bucket %s again: %s", self.bucket_name, error)
+            return False
+        self.recreated += 1
+        if self._watch is not None:
+            self._watch.rebind(self._bucket)
+        return True
+
 
 def _key(container: int) -> str:
     return f"{CONTAINER}{container}"
+
+
+def _bucket_missing(error: BaseException) -> bool:
+    """Whether ``error`` is what a call to a bucket whose stream is gone meets: a write that
+    no stream takes, or a read of a stream that does not exist."""
+    if isinstance(error, NoStreamResponseError | NoRespondersError):
+        return True
+    return isinstance(error, JsNotFoundError) and getattr(error, "err_code", None) == 10059
+
+
+def _replicas_missing(info: Any) -> int:
+    """How many of a stream's replicas are not in service: its leader (if it has none) and
+    each follower that is offline or not current with the leader."""
+    cluster = info.cluster
+    wanted = int(info.config.num_replicas or 1)
+    if cluster is None:
+        return 0  # a server that is not clustered: one replica, itself
+    serving = 1 if cluster.leader else 0
+    serving += sum(1 for peer in cluster.replicas or () if peer.current and not peer.offline)
+    return max(0, wanted - serving)

@@ -13,6 +13,10 @@ that delivers nothing for a lease (at least :data:`CONSUMER_IDLE_S`) is replaced
 members renew far more often, so its consumer is gone (deleted by JetStream while this node
 was cut off from it).
 
+A bucket made again after it was lost (:meth:`LeaseWatch.rebind`) is watched afresh at once:
+the old watcher's consumer went with the old stream, and until the new one has delivered the
+bucket the view is not :attr:`~LeaseWatch.current`.
+
 Entries expire in the bucket (its ``max_age`` is the lease) without telling a watcher, so the
 view ages them itself: an entry counts for a lease after the stream stored it. Entries that
 no member signed (:mod:`segmentstore.tier1.jetstream.lease_entries`), and deletions or purges
@@ -81,6 +85,9 @@ class LeaseWatch:
         self.lease_ms = lease_ms
         self._entries: dict[str, _Entry] = {}
         self._ready = asyncio.Event()
+        self._fresh = asyncio.Event()  # set by rebind(): watch the new bucket now
+        self._stale = False  # rebound, and the new bucket not delivered yet
+        self._created: datetime | None = None  # when the bucket's stream was made
         self._task: asyncio.Task[None] | None = None
         # Python 3.11's asyncio.wait_for (in nats-py's calls) returns the result of a wait that
         # ended as the task was cancelled, and drops the cancellation: the loops also look here.
@@ -110,6 +117,18 @@ class LeaseWatch:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
+    def rebind(self, kv: Any) -> None:
+        """Watch ``kv`` (the bucket, made again) from now on, with a fresh watcher at once."""
+        self._kv = kv
+        self._stale = True
+        self._fresh.set()
+
+    @property
+    def current(self) -> bool:
+        """Whether the view follows the bucket as it is: delivered by a working watcher of
+        the bucket that exists now."""
+        return self._ready.is_set() and not self._stale and self.failure is None
+
     # -- the view ------------------------------------------------------------------------------
 
     def membership(self) -> Membership:
@@ -120,12 +139,15 @@ class LeaseWatch:
         nodes: dict[str, str] = {}
         leases: dict[int, ContainerLease] = {}
         released: set[int] = set()
+        left: set[str] = set()
         for key, entry in self._entries.items():
             if entry.expires_at <= now:
                 continue
             fields = entry.fields
             if key.startswith(NODE):
-                if not fields.get("left") and isinstance(fields.get("url"), str):
+                if fields.get("left"):
+                    left.add(key[len(NODE) :])
+                elif isinstance(fields.get("url"), str):
                     nodes[key[len(NODE) :]] = fields["url"]
             elif key.startswith(CONTAINER) and key[len(CONTAINER) :].isdigit():
                 container = int(key[len(CONTAINER) :])
@@ -139,7 +161,10 @@ class LeaseWatch:
                         epoch if isinstance(epoch, int) else 0,
                         entry.revision,
                     )
-        return Membership(nodes, leases, frozenset(released))
+        young = self._created is not None and (
+            (datetime.now(UTC) - self._created).total_seconds() < self.lease_ms / 1000
+        )
+        return Membership(nodes, leases, frozenset(released), young, frozenset(left))
 
     # -- following the bucket ------------------------------------------------------------------
 
@@ -148,6 +173,7 @@ class LeaseWatch:
         short = 0  # first deliveries in a row that missed keys
         while not self._stopping:
             watcher = None
+            self._fresh.clear()
             try:
                 watcher = await self._kv.watchall(inactive_threshold=CONSUMER_IDLE_S)
                 self.consumers_created += 1
@@ -177,7 +203,8 @@ class LeaseWatch:
         if self.failure != reason:
             log.warning("watching %s failed (trying again): %s", self._bucket, reason)
         self.failure = reason
-        await asyncio.sleep(delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._fresh.wait(), delay)
 
     async def _first_delivery(self, watcher: Any) -> None:
         """Take the bucket as the new watcher delivers it, once it delivered every key (a
@@ -196,11 +223,13 @@ class LeaseWatch:
                 unsigned.add(entry.key)
         if seen < expected:
             raise _ShortDelivery(f"a watcher of {self._bucket} delivered {seen} of {expected} keys")
+        self._created = (await self._js.stream_info(self._stream)).created
         # A key whose last entry nobody signed keeps the member's entry it replaced.
         for key in unsigned - fresh.keys():
             if (kept := self._entries.get(key)) is not None:
                 fresh[key] = kept
         self._entries = fresh
+        self._stale = False
         self._ready.set()
 
     async def _follow(self, watcher: Any, until: float) -> None:
@@ -209,16 +238,27 @@ class LeaseWatch:
         # out of reach for CONSUMER_IDLE_S, and nats-py's re-subscription after the reconnect
         # never hears of it), so it is replaced now, not at the next resync.
         quiet_s = max(self.lease_ms / 1000, CONSUMER_IDLE_S)
-        while (left := until - time.monotonic()) > 0 and not self._stopping:
-            try:
-                entry = await watcher.updates(timeout=min(left, quiet_s))
-            except TimeoutError:
-                if until - time.monotonic() > 0:
-                    self.silent_resyncs += 1
-                    log.info("the watcher of %s fell silent: watching it afresh", self._bucket)
-                return
-            if entry is not None:
-                self._take(self._entries, entry)
+        rebound = asyncio.ensure_future(self._fresh.wait())
+        try:
+            while (left := until - time.monotonic()) > 0 and not self._stopping:
+                update = asyncio.ensure_future(watcher.updates(timeout=min(left, quiet_s)))
+                await asyncio.wait([update, rebound], return_when=asyncio.FIRST_COMPLETED)
+                if not update.done():
+                    update.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await update
+                    return  # the bucket was made again: watch the new one
+                try:
+                    entry = update.result()
+                except TimeoutError:
+                    if until - time.monotonic() > 0:
+                        self.silent_resyncs += 1
+                        log.info("the watcher of %s fell silent: watching it afresh", self._bucket)
+                    return
+                if entry is not None:
+                    self._take(self._entries, entry)
+        finally:
+            rebound.cancel()
 
     def _take(self, into: dict[str, _Entry], entry: Any) -> bool:
         """Put ``entry`` in ``into`` if a member wrote it; False if no member signed it."""

@@ -31,11 +31,28 @@ class ContainerLease:
 @dataclass(frozen=True, slots=True)
 class Membership:
     """One read of the leases: the live nodes (id -> advertised URL), the held container
-    leases, and the containers whose lease was released on purpose (not merely expired)."""
+    leases, and the containers whose lease was released on purpose (not merely expired).
+    ``young``: the store was made less than a lease ago (first made, or made again after it
+    was lost), so a live holder may not have written its lease in it yet. ``left``: the nodes
+    whose last entry says they left on purpose (not merely stopped renewing)."""
 
     nodes: dict[str, str] = field(default_factory=dict)
     leases: dict[int, ContainerLease] = field(default_factory=dict)
     released: frozenset[int] = frozenset()
+    young: bool = False
+    left: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class BackendUsage:
+    """What the deployment holds in the backend the leases live in, for metrics and drills:
+    its streams and their consumers (both must stay flat), and its streams' replicas that are
+    not in service now (offline, or behind their leader; a stream without a leader counts
+    that one too): a quorum lost next is an outage."""
+
+    streams: int
+    consumers: int
+    replicas_missing: int = 0
 
 
 class LeaseStore(ABC):
@@ -77,7 +94,12 @@ class LeaseStore(ABC):
         """Give ``lease`` up, if it is still this holder's, so the next owner need not wait
         for it to expire."""
 
-    async def usage(self) -> tuple[int, int] | None:
-        """(streams, consumers) the deployment has in the backend the leases live in, for
-        metrics and drills (both must stay flat); None where there is no such thing."""
+    def view_current(self) -> bool:
+        """Whether :meth:`read` follows the store as it is now (a view pushed by a watcher
+        may lag behind a store that was lost and made again)."""
+        return True
+
+    async def usage(self) -> BackendUsage | None:
+        """What the deployment has in the backend the leases live in; None where there is
+        no such thing."""
         return None

@@ -8,8 +8,13 @@ lease it holds, reads the whole membership, and moves towards the assignment of
   lease that was released, or that expired with its holder's node entry, is taken at once;
   one whose holder may still renew it (its node is alive, or JetStream was out of reach
   lately, so every lease may have expired at once) only when it is still free a tick later;
+  in a bucket made again less than a lease ago, one whose last holder has not written its
+  node entry in it yet only once the bucket is a lease old;
 * a container it holds that another live node should own, it hands over: it drains and stops
   it, then releases the lease;
+* a tick that cannot write this node's own lease (the bucket out of reach, or lost and not
+  made again yet) leaves the node not ready, and its map naming only what it serves itself,
+  until a tick writes it again: a node that holds no lease cannot vouch for anyone's;
 * a container whose lease it failed to renew (it expired and somebody took it), or whose
   Tier 1 or Tier 2 fenced it, it stops at once; so it does with every container whose lease
   it could not renew for :data:`_SELF_FENCE_LEASES` of a lease (JetStream out of reach, or
@@ -32,10 +37,11 @@ from collections.abc import Coroutine
 from typing import Any
 
 from segmentstore.cluster.assignment import assign
-from segmentstore.cluster.leases import ContainerLease, LeaseStore, Membership
+from segmentstore.cluster.leases import BackendUsage, ContainerLease, LeaseStore, Membership
 from segmentstore.cluster.secret import ClusterSecret
 from segmentstore.containers.failures import is_fenced
 from segmentstore.containers.status import ContainerStatus
+from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.settings import Settings
 from segmentstore.store import SegmentStore
 from segmentstore.tier1 import DataLogError
@@ -77,6 +83,12 @@ class ClusterMembership:
         self._renewed_at: dict[int, float] = {}  # container -> monotonic time of its last renewal
         self._ticks = 0
         self._free_since: dict[int, float] = {}
+        self._last_holder: dict[int, str] = {}  # the last node seen holding each container
+        # node -> (URL, wall-clock ms) of every node seen alive since this one started and not
+        # seen leaving: one that is no longer alive is missing (dead, or cut off), not gone
+        self._seen: dict[str, tuple[str, int]] = {}
+        # container -> times this node took it over from another node and recovered it
+        self.takeovers: dict[int, int] = {}
         self._busy: dict[int, asyncio.Task[None]] = {}  # container -> take or hand-over
         self._task: asyncio.Task[None] | None = None
         self._watch: asyncio.Task[None] | None = None  # gives up what was not renewed in time
@@ -86,9 +98,14 @@ class ClusterMembership:
         self._unreachable_at = -1e9  # when a tick last failed to reach the leases
         self.view = Membership()  # the last read, with this node's own changes since
         self.moves = {"taken": 0, "handed_over": 0, "lost": 0}  # for /metrics
-        # (streams, consumers) of the deployment in JetStream, as last counted, for /metrics
-        self.jetstream_usage: tuple[int, int] | None = None
+        # The deployment's streams, consumers and missing replicas in JetStream, as last
+        # counted, for /metrics
+        self.jetstream_usage: BackendUsage | None = None
         self.joined = False
+        # Whether the last tick wrote this node's lease and renewed the containers' (else it
+        # holds no lease it can vouch for, and neither can it for anyone else's).
+        self.leases_held = False
+        self._held_at = -1e9  # monotonic time of the last tick that wrote the leases
 
     @property
     def container_count(self) -> int:
@@ -113,7 +130,11 @@ class ClusterMembership:
             except DataLogError as error:
                 await self._leases.close()
                 if time.monotonic() + delay > deadline:
-                    raise
+                    raise InvalidArgumentError(
+                        f"cannot join the cluster within {_JOIN_PATIENCE_S:.0f} s: {error}: check"
+                        " that the JetStream servers run and that tier1.jetstream.servers"
+                        " (--nats) and the credentials name them"
+                    ) from error
                 log.warning("cannot join the cluster yet, trying again in %.1f s: %s", delay, error)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
@@ -158,12 +179,15 @@ class ClusterMembership:
                 await self._tick()
             except DataLogError as error:
                 self._unreachable_at = time.monotonic()
+                self.leases_held = False
                 if not self._unreachable_logged:
                     log.warning("cannot reach the cluster's leases (retrying): %s", error)
                     self._unreachable_logged = True
             except Exception:  # a bug: logged, and the next tick tries again
                 log.exception("cluster tick failed")
             else:
+                if self._unreachable_logged:
+                    log.info("the cluster's leases are within reach again")
                 self._unreachable_logged = False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.tick_s)
@@ -178,7 +202,16 @@ class ClusterMembership:
         view = await self._leases.read()
         before, self.view = self.view, view
         self.joined = True
+        self.leases_held = True
+        self._held_at = time.monotonic()
+        if not self._leases.view_current():
+            return  # the bucket was made again and is not watched yet: decide nothing on it
         held = {c: lease.owner for c, lease in view.leases.items()}
+        self._last_holder.update(held)
+        now_ms = int(time.time() * 1000)
+        self._seen.update((node, (url, now_ms)) for node, url in view.nodes.items())
+        for node in view.left:
+            self._seen.pop(node, None)
         held.update((c, self.node_id) for c in self._held)
         wanted = assign(self._count, {*view.nodes, self.node_id}, held)
         now = time.monotonic()
@@ -249,6 +282,13 @@ class ClusterMembership:
                 if adopted is not None:
                     self._start_taking(container, adopted)
             return
+        if view.young and container not in view.released:
+            # The bucket was made again lately: a holder that has not written its node entry
+            # in it yet may not have written its container leases either (a live one does
+            # both in its next tick; a dead one's are taken once the bucket is a lease old).
+            holder = self._last_holder.get(container, self.node_id)
+            if holder != self.node_id and holder not in view.nodes:
+                return
         if container not in view.released and self._may_come_back(container, view, before):
             # Merely expired: its holder may be about to take it back (see the module doc).
             first = self._free_since.setdefault(container, now)
@@ -263,6 +303,8 @@ class ClusterMembership:
         self._held[container] = lease
         self._renewed_at[container] = time.monotonic()
         self.moves["taken"] += 1
+        if self._last_holder.get(container, self.node_id) != self.node_id:
+            self.takeovers[container] = self.takeovers.get(container, 0) + 1  # from another node
         log.info("took the lease of container %d: recovering it", container)
         self._begin(container, self._take(container))
 
@@ -321,14 +363,25 @@ class ClusterMembership:
         url = self.view.nodes.get(lease.owner)
         return None if url is None else (lease.owner, url)
 
+    def sees_the_cluster(self) -> bool:
+        """Whether this node holds its own lease now (its last tick, less than half a lease
+        ago, wrote it) and sees the others' as they are."""
+        recent = time.monotonic() - self._held_at < self._leases.lease_ms / 2000
+        return self.leases_held and recent and self._leases.view_current()
+
     def ready(self) -> bool:
-        """Joined, and every container this node holds is running."""
-        if not self.joined or self._leaving:
+        """Joined, holding its own lease, seeing the others', and serving reads of every
+        container it holds (running, or read-only with Tier 1 full)."""
+        if not self.joined or self._leaving or not self.sees_the_cluster():
             return False
-        return all(self._store.container(c).status is ContainerStatus.RUNNING for c in self._held)
+        return all(self._store.container(c).status in _SERVING for c in self._held)
 
     def describe(self) -> dict[str, Any]:
-        """``GET /v1/cluster``: the nodes with their containers, and container -> owner."""
+        """``GET /v1/cluster``: the nodes with their containers, container -> owner, and the
+        nodes seen alive since this one started that are no longer (``missing``: dead or
+        cut off; a node that left on purpose is forgotten). A node that cannot vouch for the
+        leases (:meth:`sees_the_cluster`) names only itself and what it serves."""
+        seen = self.sees_the_cluster()
         containers = []
         for container in range(self._count):
             owner, epoch = None, None
@@ -338,16 +391,23 @@ class ClusterMembership:
                 state = self._store.container(container)
                 owner = self.node_id
                 epoch = state.epoch if state.status in _SERVING else None
-            else:
+            elif seen:
                 lease = self.view.leases.get(container)
                 if lease is not None and lease.owner != self.node_id:
                     owner, epoch = lease.owner, lease.epoch
             containers.append({"id": container, "owner": owner, "epoch": epoch})
-        nodes = dict(self.view.nodes)
+        nodes = dict(self.view.nodes) if seen else {}
         if not self._leaving:
             nodes[self.node_id] = self.url
+        missing = [
+            {"id": node, "url": url, "last_seen_ms": at}
+            for node, (url, at) in sorted(self._seen.items())
+            if seen and node not in nodes and node != self.node_id
+        ]
         return {
             "node": self.node_id,
+            "leases_held": seen,
+            "missing": missing,
             "nodes": [
                 {
                     "id": node,

@@ -271,6 +271,13 @@ class SegmentContainer(ContainerGauges):
                 # The flush wrote these entries into the chunk's sidecar.
                 segment.time_index.forget_below(segment.storage_length)
         self._effects.storage_advanced(segment_id, storage_length)
+        self.truncate_behind_tier2()
+
+    def truncate_behind_tier2(self) -> None:
+        """While read-only (Tier 1 full, no more checkpoints written), truncate Tier 1 behind
+        what Tier 2 now holds: that is what gives its recovery room."""
+        if self.status is _READ_ONLY and self._log is not None:
+            self._log.truncate_behind_tier2()
 
     def segment_state(self, segment_id: int) -> tuple[SegmentState, int] | None:
         segment = self._durable.by_id.get(segment_id)

@@ -8,9 +8,12 @@ One that is ``offline`` or ``read_only`` for a failure that is not permanent
 failed, then after a wait that doubles per failed try up to ``recovery_retry_max_ms``. One
 that failed because Tier 1 is out of space stays ``read_only`` (serving reads) until Tier 1
 has ``recovery_room_bytes`` free again: recovering it earlier would only fail the same way and
-stop its reads. A permanent failure is logged once and left for a person; the other containers
-carry on either way. A try that raises (a bug on the recovery path) is logged and counts as a
-try that failed: the supervisor itself never stops before the store does.
+stop its reads (a restart asked for by a person is refused then too, :func:`stays_read_only`).
+Its Durable Log meanwhile truncates Tier 1 behind what the Storage Writer moves to Tier 2,
+which is where that room comes from once Tier 2 takes data again. A permanent failure is
+logged once and left for a person; the other containers carry on either way. A try that
+raises (a bug on the recovery path) is logged and counts as a try that failed: the supervisor
+itself never stops before the store does.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from segmentstore.containers.container import SegmentContainer
 from segmentstore.containers.failures import is_out_of_space, is_permanent
 from segmentstore.containers.status import ContainerStatus
+from segmentstore.contracts.errors import InsufficientStorageError
 from segmentstore.settings import StoreSettings
 
 log = logging.getLogger(__name__)
@@ -99,6 +103,8 @@ class ContainerSupervisor:
         if now < self._next_at[cid]:
             return
         if is_out_of_space(error) and not container.tier1_has_room(self._room_bytes):
+            # A truncation that found no room for its own record is tried again meanwhile.
+            container.truncate_behind_tier2()
             return  # looked at again next round: asking costs one statvfs
         log.warning(
             "container %d is %s (%s): recovering it", cid, container.status.value, container.failure
@@ -116,6 +122,20 @@ class ContainerSupervisor:
         self._next_at[cid] = time.monotonic() + delay
         log.warning("container %d did not recover (%s); next try in %.1f s",
                     cid, container.failure, delay)  # fmt: skip
+
+
+def stays_read_only(
+    container: SegmentContainer, room_bytes: int
+) -> InsufficientStorageError | None:
+    """Why a read-only ``container`` (Tier 1 full) must not be recovered now: Tier 1 has less
+    than ``room_bytes`` free, so its recovery would fail and leave it serving no reads."""
+    if container.status is not ContainerStatus.READ_ONLY or container.tier1_has_room(room_bytes):
+        return None
+    return InsufficientStorageError(
+        f"container {container.id} stays read-only: Tier 1 has less than {room_bytes} bytes"
+        " free, too little to recover it; it recovers by itself once Tier 1 is truncated"
+        " behind Tier 2 (Tier 2 must take data again) or given room"
+    )
 
 
 def _running(container: SegmentContainer) -> bool:

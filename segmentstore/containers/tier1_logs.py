@@ -50,11 +50,21 @@ async def claim_shared_tier1(
     delay = 0.2
     while True:
         try:
-            await claim_container_count(jetstream, containers)
+            # Bounded: a client that never reaches a server keeps trying to, silently.
+            left_s = max(0.1, deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(claim_container_count(jetstream, containers), left_s)
+            except TimeoutError:
+                servers = ", ".join(jetstream.servers)
+                raise DataLogWriteError(f"no JetStream server answered at {servers}") from None
             return
         except DataLogWriteError as error:
             if time.monotonic() + delay > deadline:
-                raise InvalidArgumentError(str(error)) from error
+                raise InvalidArgumentError(
+                    f"cannot reach JetStream within {patience_s:.0f} s: {error}: check that the"
+                    " servers run and that tier1.jetstream.servers (--nats) and the credentials"
+                    " name them"
+                ) from error
             log.warning("JetStream not reachable yet, trying again in %.1f s: %s", delay, error)
         except DataLogError as error:
             raise InvalidArgumentError(str(error)) from error

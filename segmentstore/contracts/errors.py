@@ -113,11 +113,12 @@ class RequestTimeoutError(SegmentStoreError):
     status = 408
     _field_names = ("timeout_ms",)
 
-    def __init__(self, timeout_ms: int) -> None:
-        super().__init__(
-            f"the request stopped arriving: nothing came for {timeout_ms} ms, and nothing of"
-            " it was applied"
-        )
+    def __init__(self, timeout_ms: int, *, head: bool = False) -> None:
+        if head:  # its head did not arrive whole in time, however slowly it kept coming
+            why = f"its request line and headers did not arrive whole within {timeout_ms} ms"
+        else:
+            why = f"nothing came for {timeout_ms} ms"
+        super().__init__(f"the request stopped arriving: {why}, and nothing of it was applied")
         self.timeout_ms = timeout_ms
 
 

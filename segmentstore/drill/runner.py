@@ -45,6 +45,7 @@ class DrillOptions:
     pause_s: tuple[float, float] = (1.0, 4.0)  # between one fault's healing and the next
     max_recovery_s: float = 60.0
     sample_s: float = 10.0  # between two samples of the nodes' resources
+    token: str | None = None  # the bearer token a deployment with auth wants (never printed)
 
 
 SOAK_S = 1200.0
@@ -68,8 +69,9 @@ async def run_drill(
         transport = None
         if isinstance(deployment, Cluster):
             transport = deployment.transport(limits, rng.randrange(1 << 30))
+        headers = {} if options.token is None else {"Authorization": f"Bearer {options.token}"}
         async with httpx.AsyncClient(
-            base_url=deployment.url, timeout=30, limits=limits, transport=transport
+            base_url=deployment.url, timeout=30, limits=limits, transport=transport, headers=headers
         ) as client:
             await _drill(deployment, client, options, rng, kinds, report, progress)
     finally:

@@ -26,6 +26,9 @@ stays bounded.
 
 A Tier 1 failure is final for this instance: every pending and later operation fails with
 ``ContainerUnavailableError`` and ``on_failure`` is told; the container must be recovered anew.
+One that failed because Tier 1 is out of space can still truncate it
+(:meth:`truncate_behind_tier2`) as the Storage Writer moves data to Tier 2: that is how a full
+Tier 1 gets the room its recovery needs.
 """
 
 from __future__ import annotations
@@ -347,6 +350,13 @@ class DurableLog:
 
     # -- Tier 1 truncation ----------------------------------------------------------------
 
+    def truncate_behind_tier2(self) -> None:
+        """Truncate Tier 1 at the newest durable checkpoint that precedes everything still
+        needed, if that frees anything: for a log that failed (Tier 1 out of space) and
+        writes no checkpoint of its own any more, after the Storage Writer moved more of it
+        to Tier 2."""
+        self._maybe_truncate()
+
     def _maybe_truncate(self) -> None:
         if self._truncation is not None and not self._truncation.done():
             return
@@ -363,14 +373,19 @@ class DurableLog:
         address = target[1]
         if address <= self._truncated_below:
             return
-        self._truncated_below = address
-        self._truncation = asyncio.get_running_loop().create_task(self._truncate(address))
+        before, self._truncated_below = self._truncated_below, address
+        self._truncation = asyncio.get_running_loop().create_task(self._truncate(address, before))
 
-    async def _truncate(self, address: int) -> None:
+    async def _truncate(self, address: int, before: int) -> None:
         try:
             await self._data_log.truncate(address)
             log.debug("container %d: Tier 1 truncated below %d", self._container_id, address)
         except DataLogError as error:
+            if self._failure is not None:
+                # Already failed (out of space, say): the next try may have the room.
+                self._truncated_below = before
+                log.debug("container %d: cannot truncate Tier 1 yet: %s", self._container_id, error)
+                return
             self._fail(error)
 
     # -- back-pressure and failure --------------------------------------------------------

@@ -90,6 +90,13 @@ class OperationLog(Protocol):
         :meth:`process`. Tier 1 is only ever truncated at a checkpoint."""
         ...
 
+    def truncate_behind_tier2(self) -> None:
+        """Truncate Tier 1 below the newest durable checkpoint that every operation still
+        needed follows, if that frees anything; also after a failure (Tier 1 out of space),
+        when no new checkpoint can be written but the Storage Writer still moves data to
+        Tier 2. A truncation that fails then is tried again at the next call."""
+        ...
+
     async def stop(self) -> None:
         """Finish what was handed over (acknowledge or fail it), then stop; later operations
         fail with ``ContainerUnavailableError``. Idempotent. ``on_failure`` is not called."""

@@ -16,7 +16,7 @@ from segmentstore.tier1 import DataLogCorruptionError
 
 CONTAINER_FIELDS = {
     "id", "epoch", "status", "segments", "active_segments", "tier1_bytes", "tier2_lag_bytes",
-    "last_sequence", "recoveries",
+    "last_sequence", "recoveries", "takeovers",
 }  # fmt: skip
 # Why a container is not running, and the Tier 2 failure being retried: null when all is well.
 HEALTH_FIELDS = {"reason", "tier2_error", "owner"}
@@ -80,7 +80,8 @@ def test_restart_of_an_unknown_container(
 
 def test_healthz(http: httpx.Client) -> None:
     r = http.get("/healthz")
-    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    assert r.status_code == 200
+    assert r.json() == {"status": "ok", "writable": True, "read_only_containers": []}
 
 
 def test_readyz_when_every_container_runs(http: httpx.Client) -> None:

@@ -7,6 +7,7 @@ import struct
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
@@ -164,3 +165,33 @@ def test_refusals_before_routing_carry_the_route(secured: Any) -> None:
     assert ("/v1/segments/{name}", "401") in statuses
     assert ("/v1/segments/{name}:seal", "401") in statuses
     assert (UNMATCHED_ROUTE, "404") in statuses
+
+
+def test_an_answer_that_is_a_bug_is_counted_from_zero(
+    live: Any, http: httpx.Client, segment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every route's internal-error series is there from the start at zero, so that the
+    alert's increase() counts the first 500 (a series that begins at 1 shows none)."""
+
+    def errors() -> dict[tuple[str, str], float]:
+        _, samples = scrape(http)
+        return {
+            (s.labels["method"], s.labels["route"]): s.value
+            for s in samples
+            if s.name == "segmentstore_http_internal_errors_total"
+        }
+
+    before = errors()
+    assert app_routes(live) <= {route for _, route in before}
+    assert before[("POST", "/v1/segments/{name}:append")] == 0
+    assert before[("GET", "/v1/segments/{name}:attributes")] == 0
+
+    def a_bug(*_: object, **__: object) -> None:
+        raise RuntimeError("a bug on the way")
+
+    monkeypatch.setattr(live.store, "get_attributes", a_bug)
+    with httpx.Client(base_url=live.url, timeout=30) as unchecked:
+        assert unchecked.get(f"/v1/segments/{segment}:attributes").status_code == 500
+    after = errors()
+    assert after[("GET", "/v1/segments/{name}:attributes")] == 1
+    assert {k: v for k, v in after.items() if v} == {("GET", "/v1/segments/{name}:attributes"): 1}

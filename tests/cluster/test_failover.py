@@ -121,7 +121,9 @@ async def test_a_paused_owner_is_fenced_when_it_wakes(nodes: StoreCluster) -> No
             path = f"/v1/segments/{segment}:append"
             stale = asyncio.create_task(
                 fresh.post(
-                    f"{owner.url}{path}", content=b"stale|", headers=nodes.as_member("POST", path)
+                    f"{owner.url}{path}",
+                    content=b"stale|",
+                    headers=nodes.as_member("POST", path, body=b"stale|"),
                 )
             )
             new_owner = await _wait_owner_other_than(http, other, container, "n1")

@@ -268,3 +268,97 @@ def test_a_client_cannot_pose_as_a_forwarding_node(nodes: StoreCluster, path: st
     headers = nodes.as_member("GET", "/v1/containers")
     assert httpx.get(f"{nodes.urls[0]}/v1/segments", headers=headers).status_code == 403
     assert httpx.get(f"{nodes.urls[0]}/v1/containers", headers=headers).status_code == 200
+
+
+def test_a_replayed_forwarded_append_is_refused_and_not_applied(nodes: StoreCluster) -> None:
+    """A node-to-node append (no writer id, as in the report) captured and sent to the owner
+    again a second later: the first is applied, the copy is refused and applies nothing."""
+    name = fresh_segment(nodes)
+    _, owner, _ = routes(nodes, name)
+    path = f"/v1/segments/{name}:append"
+    body = b"captured between two nodes|" + bytes(10)
+    headers = nodes.as_member("POST", path, "n1", body=body)
+    first = httpx.post(f"{owner}{path}", content=body, headers=headers, timeout=30)
+    assert first.status_code == 200, first.text
+    assert first.headers["segment-owner-signature"]
+    time.sleep(1.0)
+    replayed = httpx.post(f"{owner}{path}", content=body, headers=headers, timeout=30)
+    assert replayed.status_code == 403, replayed.text
+    assert replayed.json()["error"]["code"] == "forbidden"
+    assert length_of(nodes, name) == len(body)
+
+
+@pytest.mark.parametrize("delivery", ["whole", "chunked"])
+def test_a_swapped_body_is_refused_and_not_applied(nodes: StoreCluster, delivery: str) -> None:
+    """The signed headers of one 37-byte body sent with another of the same length: refused
+    (403) once the body has arrived, and nothing of it applied; the body signed is then taken
+    with a signature of its own."""
+    name = fresh_segment(nodes)
+    _, owner, _ = routes(nodes, name)
+    path = f"/v1/segments/{name}:append"
+    signed_body, other_body = b"a" * 37, b"b" * 37
+    headers = nodes.as_member("POST", path, "n2", body=signed_body)
+    if delivery == "whole":
+        reply = httpx.post(f"{owner}{path}", content=other_body, headers=headers, timeout=30)
+        status, text = reply.status_code, reply.content
+    else:  # in pieces, as a stream: each piece hashed as it arrives
+        sock = connect(owner)
+        sock.sendall(head("POST", path, {**headers, "Transfer-Encoding": "chunked"}))
+        for piece in (other_body[:10], other_body[10:]):
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            time.sleep(0.2)
+        sock.sendall(b"0\r\n\r\n")
+        status, text = answer(sock)
+        sock.close()
+    assert status == 403, text
+    assert b"not the one its node signed" in text
+    assert length_of(nodes, name) == 0
+    headers = nodes.as_member("POST", path, "n2", body=signed_body)
+    taken = httpx.post(f"{owner}{path}", content=signed_body, headers=headers, timeout=30)
+    assert taken.status_code == 200, taken.text
+    assert length_of(nodes, name) == len(signed_body)
+
+
+@pytest.mark.parametrize(
+    ("when", "offset_ms"),
+    [("five minutes ahead", 300_000), ("a minute ahead", 60_000), ("two minutes old", -120_000)],
+)
+def test_a_signature_from_the_future_or_long_past_is_refused(
+    nodes: StoreCluster, when: str, offset_ms: int
+) -> None:
+    name = fresh_segment(nodes)
+    _, owner, _ = routes(nodes, name)
+    path = f"/v1/segments/{name}:append"
+    at_ms = int(time.time() * 1000) + offset_ms
+    headers = nodes.as_member("POST", path, "n3", body=b"dated", at_ms=at_ms)
+    reply = httpx.post(f"{owner}{path}", content=b"dated", headers=headers, timeout=30)
+    assert reply.status_code == 403, f"{when}: {reply.text}"
+    assert length_of(nodes, name) == 0
+    # A clock a second ahead is within the allowance.
+    headers = nodes.as_member(
+        "POST", path, "n3", body=b"dated", at_ms=int(time.time() * 1000) + 1000
+    )
+    assert httpx.post(f"{owner}{path}", content=b"dated", headers=headers, timeout=30).is_success
+
+
+def test_forwarded_requests_still_reach_their_owner_signed_over_their_bodies(
+    nodes: StoreCluster,
+) -> None:
+    """Through a node that is not the owner, whole and streamed bodies, small and large."""
+    name = fresh_segment(nodes)
+    _, _, other = routes(nodes, name)
+    appended = bytearray()
+    for size in (1, 1000, 3 << 20):
+        body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+        reply = httpx.post(f"{other}/v1/segments/{name}:append", content=body, timeout=60)
+        assert reply.status_code == 200, reply.text
+        appended += body
+
+    def pieces() -> Iterator[bytes]:
+        yield b"streamed "
+        yield b"in pieces"
+
+    streamed = httpx.post(f"{other}/v1/segments/{name}:append", content=pieces(), timeout=60)
+    assert streamed.status_code == 200, streamed.text
+    appended += b"streamed in pieces"
+    assert length_of(nodes, name) == len(appended)

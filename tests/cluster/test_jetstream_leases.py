@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import nats
 import pytest
@@ -17,8 +18,9 @@ from loop_checks import every_exception_retrieved
 
 from segmentstore.cluster.jetstream_leases import JetStreamLeases
 from segmentstore.cluster.lease_watch import CONSUMER_IDLE_S, RESYNC_S
-from segmentstore.cluster.leases import ContainerLease, Membership
+from segmentstore.cluster.leases import BackendUsage, ContainerLease, Membership
 from segmentstore.harness.jetstream_cluster import JetStreamCluster
+from segmentstore.tier1.errors import DataLogWriteError
 from segmentstore.tier1.jetstream import JetStreamDurableDataLog, JetStreamOptions
 from segmentstore.tier1.signing import Signer
 
@@ -199,7 +201,8 @@ async def test_reads_create_no_consumers_and_a_closed_store_leaves_none(
     assert await stream_consumers(options, a) == 2
     # a start-up race: 2; and a watcher that heard nothing for half a lease is replaced
     assert a.watch is not None and a.watch.consumers_created <= 2 + a.watch.silent_resyncs
-    assert await a.usage() == (2, 2)  # the lease and epoch buckets; a watcher per store
+    usage = await a.usage()
+    assert (usage.streams, usage.consumers) == (2, 2)  # two buckets; a watcher per store
     await b.close()
     deadline = time.monotonic() + 3
     while await stream_consumers(options, a) != 1:
@@ -284,3 +287,44 @@ async def test_entries_no_member_signed_are_ignored_and_written_over(
         assert 4 not in view.released
     finally:
         await impostor.close()
+
+
+async def test_usage_counts_the_replicas_a_dead_server_leaves_out_of_service(
+    tmp_path: Path,
+) -> None:
+    """On a JetStream cluster of its own (a server is killed): the deployment's two R3 buckets
+    lose a replica each while the server is down, and have them all back once it returns."""
+    with JetStreamCluster.running(tmp_path) as cluster:
+        options = JetStreamOptions(servers=tuple(cluster.servers), stream_prefix="replicas")
+        store = lease_store(options)
+        await store.open()
+        try:
+            await usage_until(store, lambda u: u.streams == 2 and u.replicas_missing == 0)
+            victim = next(node for node in cluster.nodes if node.url != cluster.servers[0])
+            victim.sigkill()
+            down = await usage_until(store, lambda u: u.replicas_missing >= 2)
+            victim.start()
+            back = await usage_until(store, lambda u: u.replicas_missing == 0)
+            print(
+                f"replicas missing with {victim.name} down: {down.replicas_missing}; back: {back}"
+            )
+            assert down.replicas_missing == 2  # one of three, in each of the two buckets
+        finally:
+            await store.close()
+
+
+async def usage_until(
+    store: JetStreamLeases, wanted: Callable[[BackendUsage], bool]
+) -> BackendUsage:
+    """The first count that is ``wanted``; a count JetStream does not answer (its meta
+    leader elected again after a server died) is asked again, as a node does."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            usage: BackendUsage | DataLogWriteError = await store.usage()
+        except DataLogWriteError as error:
+            usage = error
+        if isinstance(usage, BackendUsage) and wanted(usage):
+            return usage
+        assert time.monotonic() < deadline, f"never so: {usage}"
+        await asyncio.sleep(0.5)

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from drill_cli import run_drill
 
+from segmentstore.harness.served_store import ServedStore
+
 
 @pytest.mark.integration
 def test_a_short_drill_heals_every_fault_and_loses_nothing(tmp_path: Path) -> None:
@@ -94,3 +96,36 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+@pytest.mark.integration
+def test_a_drill_of_a_running_node_with_auth_sends_its_token(tmp_path: Path) -> None:
+    """``--url`` with ``--token-file``: the load, the checks and a container restart (an admin
+    call) all go through; without the token the drill cannot even create its segments."""
+    token = "drill-admin-7f3e91"
+    node = ServedStore(
+        tmp_path / "data",
+        tmp_path / "serve.log",
+        {"SEGMENTSTORE_AUTH__TOKENS": json.dumps({token: "admin"})},
+        environ=os.environ,
+    )
+    try:
+        node.wait_ready(60)
+        (tmp_path / "token").write_text(token + "\n")
+        report_path = tmp_path / "drill.json"
+        common = ("--url", node.url, "--duration", "3", "--faults", "container_restart",
+                  "--segments", "4", "--writers", "2", "--readers", "1")  # fmt: skip
+        done = run_drill(
+            *common, "--token-file", str(tmp_path / "token"), "--json", str(report_path)
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        report = json.loads(report_path.read_text())
+        assert [f["kind"] for f in report["faults"]] == ["container_restart"]
+        assert report["acknowledged"] > 0 and report["lost"] == 0 and report["passed"]
+        assert token not in done.stdout + done.stderr + report_path.read_text()
+
+        refused = run_drill(*common)
+        assert refused.returncode == 2, refused.stdout[-3000:] + refused.stderr[-3000:]
+        assert "401" in refused.stderr and "unauthorized" in refused.stderr
+    finally:
+        node.stop()

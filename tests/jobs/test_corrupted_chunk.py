@@ -8,6 +8,7 @@ damaged block and returns every other one byte for byte as the store returned it
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,7 @@ def _range(flipped: Flipped) -> str:
 
 
 def test_http_after_a_restart_refuses_the_block_naming_it(flipped: Flipped, tmp_path: Path) -> None:
-    served = ServedStore(flipped.data_dir, tmp_path / "serve.log")
+    served = ServedStore(flipped.data_dir, tmp_path / "serve.log", environ=os.environ)
     try:
         url = served.wait_listening(60)
         served.wait_ready(60)

@@ -9,6 +9,7 @@ delivered, none skipped because its bytes happen to lie below the old incarnatio
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,7 +42,7 @@ def flushed(client: SegmentStoreClient, name: str, timeout_s: float = 30) -> Non
 
 @contextmanager
 def served(tmp_path: Path) -> Iterator[tuple[SegmentStoreClient, str]]:
-    store = ServedStore(tmp_path / "data", tmp_path / "serve.log", FAST_FLUSH)
+    store = ServedStore(tmp_path / "data", tmp_path / "serve.log", FAST_FLUSH, environ=os.environ)
     try:
         url = store.wait_listening(60)
         store.wait_ready(60)

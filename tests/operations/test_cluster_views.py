@@ -159,7 +159,12 @@ def test_a_segments_tail_shows_an_append_within_a_second(
 
 def _grafana_to_promql(expr: str) -> str:
     """A dashboard query as Grafana sends it with every node of the job selected."""
-    return expr.replace("$job", JOB).replace("$instance", ".*").replace("$__rate_interval", "15s")
+    return (
+        expr.replace("$namespace", ".*")
+        .replace("$job", JOB)
+        .replace("$instance", ".*")
+        .replace("$__rate_interval", "15s")
+    )
 
 
 def test_every_dashboard_query_returns_data(
@@ -230,8 +235,21 @@ def test_a_killed_node_shows_on_the_page_and_fires_the_missing_node_alert(
     assert set(took) == {"cluster", "page"}, f"not within 90 s: {took}; page: {read_page(page)}"
     assert took["page"] <= took["cluster"] + PAGE_LAG_S
     assert page.execute_script("return window.sameDocument === true;"), "the page was reloaded"
-    shown = read_page(page)
-    assert [row["node"] for row in shown["nodes"]] == ["n1", "n2"]
+    # The dead node is shown missing, not dropped; the containers it held count a takeover.
+    assert [m["id"] for m in httpx.get(f"{survivor}/v1/cluster").json()["missing"]] == [VICTIM]
+
+    def nodes_shown() -> list[tuple[str, str]]:
+        return [(row["node"], row["state"]) for row in read_page(page)["nodes"]]
+
+    expected = [("n1", "live"), ("n2", "live"), (VICTIM, "missing")]
+    wait_until("the page shows the dead node missing", lambda: nodes_shown() == expected, 10)
+    taken = {c["id"]: c["takeovers"] for c in httpx.get(f"{survivor}/v1/containers").json()[
+        "containers"
+    ]}  # fmt: skip
+    assert all(taken[c] >= 1 for c in moved), taken
+    rows = {int(row["container"]): row["text"] for row in read_page(page)["containers"]}
+    for container in moved:
+        assert "taken over" in rows[container], rows[container]
 
     def alert_fires(name: str) -> Any:
         return watched.wait_for(f"{name} fires", lambda: watched.firing(name), 60)

@@ -20,9 +20,11 @@ _NAME = re.compile(r"`([a-z_]+)`")
 
 
 def sample(cls: type[SegmentStoreError]) -> SegmentStoreError:
-    """An instance of ``cls``, its constructor's arguments filled in by their types."""
+    """An instance of ``cls``, its constructor's required arguments filled in by their
+    types (those with a default keep it)."""
     parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
-    return cls(*(_VALUES[str(p.annotation)] for p in parameters))
+    required = [p for p in parameters if p.default is inspect.Parameter.empty]
+    return cls(*(_VALUES[str(p.annotation)] for p in required))
 
 
 def samples() -> list[SegmentStoreError]:

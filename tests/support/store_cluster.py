@@ -98,11 +98,20 @@ class StoreCluster:
         """node id -> URL of every node whose process runs."""
         return {i: n.url for i, n in self.nodes.items() if n.proc.poll() is None}
 
-    def as_member(self, method: str, path: str, node: str = "test") -> dict[str, str]:
-        """Headers that make a request look forwarded by member ``node`` (signed with the
-        cluster's secret), for tests that play a forwarding node."""
+    def as_member(
+        self,
+        method: str,
+        path: str,
+        node: str = "test",
+        body: bytes = b"",
+        query: bytes = b"",
+        at_ms: int | None = None,
+    ) -> dict[str, str]:
+        """Headers that make a request with ``body`` look forwarded by member ``node``
+        (signed with the cluster's secret, now or at ``at_ms``), for tests that play a
+        forwarding node."""
         signature, _ = ClusterSecret(self.secret.encode()).sign_request(
-            node, method, path.encode(), b""
+            node, method, path.encode(), query, body, at_ms
         )
         return {"Segment-Forwarded-By": node, "Segment-Forwarded-Signature": signature}
 

@@ -285,6 +285,7 @@ class GroupCommit:
             # A failed write does not undo earlier writes: they may still be synced and
             # acknowledged, and everything from the failed batch on fails.
             self._fail(self._error_from("write", e), final_sync_allowed=True)
+            self._drop_torn_bytes()
         except BaseException as e:
             # A bug must not leave futures pending forever.
             self._fail(DataLogWriteError(f"writer died: {e!r}"), final_sync_allowed=False)
@@ -316,6 +317,13 @@ class GroupCommit:
             end = address + size
         if iov:
             self._flush(iov, iov_bytes, end)
+
+    def _drop_torn_bytes(self) -> None:
+        """Cut what a failed write left past the last whole record: recovery would cut it
+        anyway (a torn tail), and on a full disk those are the only bytes that can be given
+        back at once, which the truncation behind Tier 2 needs to write the log's META."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, self._write_end - self._file_base)
 
     def _flush(self, iov: list[Buffer], nbytes: int, end: int) -> None:
         writev_all(self._fd, iov, nbytes)

@@ -93,22 +93,62 @@ function replaceRows(table, rows) {
   body.replaceChildren(...rows);
 }
 
+function ago(ms) {
+  const seconds = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  return seconds < 120 ? `${seconds} s ago` : `${Math.round(seconds / 60)} min ago`;
+}
+
+function why(container) {
+  // Both when both: a container can be read-only (Tier 1) because Tier 2 fails.
+  const parts = [];
+  if (container.reason) {
+    parts.push(container.reason);
+  }
+  if (container.tier2_error) {
+    parts.push("Tier 2: " + container.tier2_error);
+  }
+  return parts.join("; ");
+}
+
+function recoveries(container) {
+  const taken = container.takeovers || 0;
+  return taken ? `${container.recoveries} + ${taken} taken over` : String(container.recoveries);
+}
+
 function drawCluster(cluster, containers) {
   const single = cluster.node === null;
   $("node").textContent = single ? "single node" : "node " + cluster.node;
   $("single-node").hidden = !single;
   $("nodes").hidden = single;
-  replaceRows(
-    $("nodes"),
-    cluster.nodes.map((node) => {
-      const row = document.createElement("tr");
-      row.dataset.node = node.id;
-      cell(row, node.id + (node.id === cluster.node ? " (this node)" : ""));
-      cell(row, node.url);
-      cell(row, node.containers.join(", "));
-      return row;
-    }),
-  );
+  const missing = cluster.missing || [];
+  $("nodes-note").hidden = single;
+  $("nodes-note").textContent =
+    cluster.leases_held === false
+      ? "This node holds no lease now (its lease bucket is out of reach, or lost): it cannot" +
+        " vouch for the other nodes."
+      : `${cluster.nodes.length} live, ${missing.length} missing (seen alive since this node` +
+        " started, gone without leaving)";
+  const live = cluster.nodes.map((node) => {
+    const row = document.createElement("tr");
+    row.dataset.node = node.id;
+    row.dataset.state = "live";
+    cell(row, node.id + (node.id === cluster.node ? " (this node)" : ""));
+    cell(row, node.url);
+    cell(row, "live", "status-running");
+    cell(row, node.containers.join(", "));
+    return row;
+  });
+  const dead = missing.map((node) => {
+    const row = document.createElement("tr");
+    row.dataset.node = node.id;
+    row.dataset.state = "missing";
+    cell(row, node.id);
+    cell(row, node.url);
+    cell(row, "missing: last seen " + ago(node.last_seen_ms), "status-offline");
+    cell(row, "");
+    return row;
+  });
+  replaceRows($("nodes"), [...live, ...dead]);
   const owners = new Map(cluster.containers.map((c) => [c.id, c]));
   replaceRows(
     $("containers"),
@@ -126,8 +166,8 @@ function drawCluster(cluster, containers) {
       cell(row, c.segments);
       cell(row, bytes(c.tier1_bytes));
       cell(row, bytes(c.tier2_lag_bytes));
-      cell(row, c.recoveries);
-      cell(row, c.reason || c.tier2_error || "");
+      cell(row, recoveries(c));
+      cell(row, why(c));
       return row;
     }),
   );
@@ -187,20 +227,69 @@ async function refreshSegments() {
 
 // -- rates, from /metrics -----------------------------------------------------------------
 
+// One sample line of the Prometheus text format: {name, labels, value}, or null. A label's
+// value is a quoted string that may hold "}", "," and escaped quotes (a route template such
+// as /v1/segments/{name}:append does), so it is read character by character, not matched.
+function parseSample(line) {
+  const name = /^[a-zA-Z_:][a-zA-Z0-9_:]*/.exec(line);
+  if (!name) {
+    return null;
+  }
+  let at = name[0].length;
+  const labels = {};
+  if (line[at] === "{") {
+    at += 1;
+    for (;;) {
+      const start = /^\s*(?:,\s*)?/.exec(line.slice(at));
+      at += start[0].length;
+      if (line[at] === "}") {
+        at += 1;
+        break;
+      }
+      const key = /^([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"/.exec(line.slice(at));
+      if (!key) {
+        return null;
+      }
+      at += key[0].length;
+      let value = "";
+      while (at < line.length && line[at] !== '"') {
+        if (line[at] === "\\") {
+          const escaped = line[at + 1];
+          value += escaped === "n" ? "\n" : escaped;
+          at += 2;
+        } else {
+          value += line[at];
+          at += 1;
+        }
+      }
+      if (at >= line.length) {
+        return null;
+      }
+      at += 1; // the closing quote
+      labels[key[1]] = value;
+    }
+  }
+  const value = line.slice(at).trim().split(/\s+/)[0];
+  if (value === undefined || value === "") {
+    return null;
+  }
+  return { name: name[0], labels, value: Number(value) };
+}
+
 function parseMetrics(text) {
   const sums = new Map();
   for (const line of text.split("\n")) {
     if (!line || line.startsWith("#")) {
       continue;
     }
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
-    if (!match) {
+    const sample = parseSample(line);
+    if (sample === null) {
       continue;
     }
-    const [, name, labels = "", value] = match;
-    const add = (key) => sums.set(key, (sums.get(key) || 0) + Number(value));
-    add(name);
-    if (name === "segmentstore_http_requests_total" && /status="5/.test(labels)) {
+    const add = (key) => sums.set(key, (sums.get(key) || 0) + sample.value);
+    add(sample.name);
+    const status = sample.labels.status || "";
+    if (sample.name === "segmentstore_http_requests_total" && status.startsWith("5")) {
       add("http_5xx");
     }
   }
@@ -363,7 +452,7 @@ function clearEverything() {
   for (const id of ["nodes", "containers", "segments"]) {
     replaceRows($(id), []);
   }
-  for (const id of ["rates", "tail", "node", "updated", "segments-note", "problem"]) {
+  for (const id of ["rates", "tail", "node", "updated", "segments-note", "nodes-note", "problem"]) {
     $(id).replaceChildren();
   }
   state.previousRates = null;
