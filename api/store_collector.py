@@ -21,7 +21,8 @@ from segmentstore.store import SegmentStore
 # name (after segmentstore_container_), help, value
 _GAUGES: tuple[tuple[str, str, Callable[[SegmentContainer], float]], ...] = (
     ("epoch", "the container's epoch", lambda c: c.epoch),
-    ("segments", "segments held", lambda c: c.segment_count),
+    ("segments", "segments held, active or not", lambda c: c.segment_count),
+    ("active_segments", "segments in memory", lambda c: c.active_segment_count),
     ("tier1_bytes", "bytes in Tier 1", lambda c: c.tier1_bytes),
     ("tier2_lag_bytes", "bytes not yet in Tier 2", lambda c: c.tier2_lag_bytes),
     ("last_sequence", "the last operation's sequence number", lambda c: c.last_sequence),

@@ -2,7 +2,10 @@
 
 Block ``b`` lives in buffer ``b // blocks_per_buffer`` at byte ``(b % blocks_per_buffer) *
 block_bytes``. Buffers are mapped only when the free blocks run out, up to ``max_blocks`` in
-all, so the arena's memory grows with its high-water mark, not with its bound. The free list
+all, so the arena's address space grows with its high-water mark, not with its bound. A buffer
+whose every block is free again gives its pages back to the kernel (``MADV_DONTNEED``; the
+mapping stays and refills on next use), so the process's memory follows what is cached now:
+a node that evicted a burst of segments shrinks back. The free list
 is an ``array('i')`` used as a stack (4 bytes per block); it is kept so that popping yields
 ascending block ids, which makes the blocks of one allocation consecutive whenever they were
 freed or mapped together. A *run* is a ``(first block, count)`` of consecutive blocks in one
@@ -44,6 +47,10 @@ class BlockArena:
         self.readonly: list[memoryview] = []
         self._mapped_blocks = 0
         self._free = array("i")
+        # Blocks in use per buffer, and whether each buffer's pages are resident.
+        self._in_use = array("i")
+        self._resident: list[bool] = []
+        self.released_buffers = 0  # times a wholly free buffer gave its pages back
         # The next buffer, being mapped by the helper thread (created on first need).
         self._ahead: Future[mmap.mmap] | None = None
         self._ahead_blocks = 0
@@ -62,29 +69,36 @@ class BlockArena:
             self._map_buffers(count - len(free))
         self.used_blocks += count
         if count == 1:
-            return [(free.pop(), 1)]
+            block = free.pop()
+            self._taken(block // self.blocks_per_buffer, 1)
+            return [(block, 1)]
         taken = free[-count:]
         del free[-count:]
         low, high = min(taken), max(taken)
         per_buffer = self.blocks_per_buffer
+        runs = []
         if high - low == count - 1:
             # Distinct ids spanning count - 1 are exactly low..high: cut at buffer edges only.
-            runs = []
             while low <= high:
                 end = min(high + 1, (low // per_buffer + 1) * per_buffer)
                 runs.append((low, end - low))
                 low = end
-            return runs
-        ids = sorted(taken)
-        runs = []
-        first = previous = ids[0]
-        for block in ids[1:]:
-            if block != previous + 1 or block % per_buffer == 0:
-                runs.append((first, previous - first + 1))
-                first = block
-            previous = block
-        runs.append((first, previous - first + 1))
+        else:
+            ids = sorted(taken)
+            first = previous = ids[0]
+            for block in ids[1:]:
+                if block != previous + 1 or block % per_buffer == 0:
+                    runs.append((first, previous - first + 1))
+                    first = block
+                previous = block
+            runs.append((first, previous - first + 1))
+        for first, run in runs:
+            self._taken(first // per_buffer, run)
         return runs
+
+    def _taken(self, buffer: int, count: int) -> None:
+        self._in_use[buffer] += count
+        self._resident[buffer] = True
 
     def free(self, starts: array[int], ends: array[int]) -> None:
         """Return runs (first blocks, cumulative block counts) to the free stack.
@@ -92,11 +106,23 @@ class BlockArena:
         Pushed last block first, so the next allocation pops them in ascending order.
         """
         push = self._free.extend
+        in_use = self._in_use
         for run in range(len(starts) - 1, -1, -1):
             first = starts[run]
             count = ends[run] - (ends[run - 1] if run else 0)
             push(range(first + count - 1, first - 1, -1))
             self.used_blocks -= count
+            buffer = first // self.blocks_per_buffer
+            in_use[buffer] -= count
+            if not in_use[buffer]:
+                self._release(buffer)
+
+    def _release(self, buffer: int) -> None:
+        """Give a wholly free buffer's pages back (its blocks stay on the free list)."""
+        if self._resident[buffer]:
+            self._resident[buffer] = False
+            self._buffers[buffer].madvise(mmap.MADV_DONTNEED)
+            self.released_buffers += 1
 
     def _map_buffers(self, blocks: int) -> None:
         """Map buffers for at least ``blocks`` more blocks and push them as one descending
@@ -110,6 +136,8 @@ class BlockArena:
             if buffer is None:
                 buffer = mmap.mmap(-1, count * self.block_bytes, flags=_MAP_FLAGS)
             self._buffers.append(buffer)
+            self._in_use.append(0)
+            self._resident.append(True)
             view = memoryview(buffer)
             self.writable.append(view)
             self.readonly.append(view.toreadonly())
@@ -158,3 +186,5 @@ class BlockArena:
         self.writable.clear()
         self.readonly.clear()
         self._free = array("i")
+        self._in_use = array("i")
+        self._resident.clear()

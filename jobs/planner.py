@@ -34,7 +34,7 @@ from segmentstore.jobs.errors import DataLossError, ScanOptionsError
 from segmentstore.jobs.options import ScanOptions
 from segmentstore.jobs.positions import LostRange, ending_offset, starting_offset, wanted
 from segmentstore.jobs.selection import select_segments
-from segmentstore.tier2 import ChunkInfo, ChunkStorage, SegmentManifest, segment_key
+from segmentstore.tier2 import ChunkInfo, ChunkStorage, SegmentManifest, chunks_of
 
 __all__ = ["LostRange", "ScanPartition", "ScanPlan", "SegmentRange", "plan_scan"]
 
@@ -274,9 +274,9 @@ def _nearest(sorted_offsets: list[int], at: int) -> int:
 
 
 def _present_chunks(name: str, chunks: Sequence[ChunkInfo], storage: ChunkStorage) -> set[str]:
-    """Which of ``chunks`` Tier 2 holds: one listing of the segment's prefix, and a lookup
+    """Which of ``chunks`` Tier 2 holds: one listing of the segment's chunk prefix, and a lookup
     for each chunk adopted from elsewhere (a merged transaction's)."""
-    prefix = segment_key(name) + "/"
+    prefix = chunks_of(name)
     present = set(storage.list(prefix))
     for chunk in chunks:
         if not chunk.key.startswith(prefix) and storage.exists(chunk.key):

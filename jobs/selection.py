@@ -3,9 +3,8 @@
 * A segment named exactly must have a manifest (for a batch read; a stream waits for it).
 * A manifest that cannot be read fails only the reads that include its segment: with
   ``fail_on_data_loss=true`` a :class:`~segmentstore.jobs.errors.DataLossError` naming the
-  segment and the manifest, with ``false`` a warning and the segment left out. Keys are
-  hashes, so a damaged manifest whose document no longer says which segment it belongs to
-  cannot be matched against a prefix: it is left out of prefix reads with a warning.
+  segment and the manifest, with ``false`` a warning and the segment left out. A manifest's
+  key spells its segment's name, so even a damaged one is matched against the selection.
 * A selection that matches nothing logs a warning, saying whether the location holds any
   segment at all (a mistyped prefix in the URI looks like that). The location itself must
   exist: the storage is opened with ``must_exist`` (:func:`open_read_storage`).
@@ -21,6 +20,7 @@ from segmentstore.jobs.options import ScanOptions
 from segmentstore.tier2 import (
     ChunkStorage,
     InvalidManifestError,
+    ManifestsSeen,
     ManifestStore,
     SegmentManifest,
     SegmentReader,
@@ -44,11 +44,13 @@ def select_segments(
     *,
     required: bool = True,
     warned: MutableSet[str] | None = None,
+    seen: ManifestsSeen | None = None,
 ) -> list[SegmentManifest]:
     """The manifests of the selected segments, by name. A named segment without one is an
     error if ``required``, else left out (a stream waits for its first flush). ``warned``
     collects what was already warned about, so that a stream, which selects again for every
-    micro-batch, says each thing once."""
+    micro-batch, says each thing once; ``seen`` keeps the manifests it read, so that it reads
+    again only those that changed (a listing tells)."""
     warned = set() if warned is None else warned
     selection = options.segments
     found: dict[str, SegmentManifest] = {}
@@ -67,26 +69,13 @@ def select_segments(
             )
         if loaded is not None:
             found[name] = loaded[0]
-    if selection.prefixes:
-        shortest = min(selection.prefixes, key=len)
-        common = shortest if all(p.startswith(shortest) for p in selection.prefixes) else ""
-        listed, damaged = SegmentReader(storage).scan_segments(common)
+    reader = SegmentReader(storage)
+    for prefix in _outermost(selection.prefixes):
+        listed, damaged = reader.scan_segments(prefix, seen=seen)
         for manifest in listed:
-            if manifest.name.startswith(selection.prefixes):
-                found.setdefault(manifest.name, manifest)
+            found.setdefault(manifest.name, manifest)
         for broken in damaged:
-            if broken.name is None:
-                _warn_once(
-                    warned,
-                    broken.key,
-                    "Tier 2 at %s: the manifest %s cannot be read (%s) and no longer says which "
-                    "segment it belongs to; if segments=%s selects it, it is left out",
-                    storage.uri,
-                    broken.key,
-                    broken.reason,
-                    selection.describe(),
-                )
-            elif selection.matches(broken.name) and broken.name not in found:
+            if broken.name not in found:
                 unreadable.append(broken)
     for broken in unreadable:
         _unreadable(broken, storage.uri, options.fail_on_data_loss, warned)
@@ -95,10 +84,20 @@ def select_segments(
     return [found[name] for name in sorted(found)]
 
 
+def _outermost(prefixes: tuple[str, ...]) -> list[str]:
+    """The prefixes that no other one contains: each listed once (manifest keys spell names,
+    so each prefix is one range of keys, and a listing reads only what it selects)."""
+    ordered = sorted(set(prefixes))
+    kept: list[str] = []
+    for prefix in ordered:
+        if not kept or not prefix.startswith(kept[-1]):
+            kept.append(prefix)
+    return kept
+
+
 def _unreadable(
     broken: UnreadableManifest, uri: str, fail_on_data_loss: bool, warned: MutableSet[str]
 ) -> None:
-    assert broken.name is not None
     reason = f"its manifest {broken.key} in Tier 2 at {uri} cannot be read: {broken.reason}"
     if fail_on_data_loss:
         raise DataLossError(broken.name, reason)

@@ -52,7 +52,7 @@ from segmentstore.jobs.stream_offsets import (
     split_incarnations,
     stamp,
 )
-from segmentstore.tier2 import ChunkStorage, SegmentManifest
+from segmentstore.tier2 import ChunkStorage, ManifestsSeen, SegmentManifest
 
 
 class SegmentStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -67,6 +67,8 @@ class SegmentStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self.scan = options.scan
         self._problem = options.stream_problem()
         self._warned: set[str] = set()
+        # The manifests read so far: each micro-batch reads again only those that changed.
+        self._seen: ManifestsSeen = {}
         self._caps: dict[str, int] | None = None  # Trigger.AvailableNow's targets
 
     def _storage(self) -> ChunkStorage:
@@ -75,7 +77,9 @@ class SegmentStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return open_storage(self.scan.tier2_uri, self.scan.tier2_options)
 
     def _manifests(self) -> list[SegmentManifest]:
-        return select_segments(self.scan, self._storage(), required=False, warned=self._warned)
+        return select_segments(
+            self.scan, self._storage(), required=False, warned=self._warned, seen=self._seen
+        )
 
     def initialOffset(self) -> dict[str, Any]:
         with reported():

@@ -101,11 +101,23 @@ class DurableLogSettings(_Section):
     throttle_max_delay_ms: int = Field(default=5_000, ge=0)
 
 
+class MetadataSettings(_Section):
+    # A segment's metadata stays in memory only while it is active. One unused for this long,
+    # whose bytes and state are all in Tier 2, is evicted (its manifest then holds everything
+    # it carries) and loaded back on its next use, answering exactly as before.
+    idle_eviction_ms: int = Field(default=60_000, ge=1)
+    # Per container: past this many active segments the least recently used are flushed to
+    # Tier 2 early and evicted, so memory, checkpoints and recovery stay bounded.
+    max_active_segments: int = Field(default=100_000, ge=1)
+
+
 class CacheSettings(_Section):
     # The bound on cached payload: appends not yet in Tier 2 must fit, so past it appends wait
     # for room (back-pressure), and Tier 2 data is evicted least recently used first.
     max_bytes: int = Field(default=1024 * MiB, ge=1 * MiB)
-    block_bytes: int = Field(default=4 * KiB, ge=512, le=1 * MiB)
+    # The unit of cache memory: an entry holds whole blocks, so a small segment's tail costs a
+    # block until Tier 2 has it; small enough that millions of small tails fit.
+    block_bytes: int = Field(default=512, ge=512, le=1 * MiB)
     # Appends in offset order grow one read index entry up to this size.
     max_entry_bytes: int = Field(default=1 * MiB, ge=4 * KiB)
 
@@ -315,6 +327,7 @@ class AuthSettings(_Section):
 class Settings(_Section):
     store: StoreSettings = StoreSettings()
     durable_log: DurableLogSettings = DurableLogSettings()
+    metadata: MetadataSettings = MetadataSettings()
     cache: CacheSettings = CacheSettings()
     tier1: Tier1Settings = Tier1Settings()
     tier2: Tier2Settings = Tier2Settings()

@@ -24,6 +24,7 @@ from typing import Any
 from segmentstore.arguments import non_negative, retention_policy, whole_bytes
 from segmentstore.cache import BlockArenaCache
 from segmentstore.containers.container import SegmentContainer
+from segmentstore.containers.manifest_lookups import ManifestLookups
 from segmentstore.containers.orphaned_tier2 import adopt_orphaned_tier2
 from segmentstore.containers.parts import default_parts
 from segmentstore.containers.recoveries import Recoveries
@@ -53,6 +54,7 @@ from segmentstore.reading.whole_events import read_whole_events
 from segmentstore.settings import Settings
 from segmentstore.tier1 import DurableDataLog
 from segmentstore.tier2 import Tier2Error, open_chunk_storage
+from segmentstore.tier2.layout_migration import holds_layout_1
 from segmentstore.writer.observed_chunk_storage import ObservedChunkStorage
 
 log = logging.getLogger(__name__)
@@ -155,6 +157,12 @@ class SegmentStore:
                 )
             except Tier2Error as error:
                 raise InvalidArgumentError(f"cannot open Tier 2 at {uri}: {error}") from error
+            if await asyncio.to_thread(holds_layout_1, storage):
+                raise InvalidArgumentError(
+                    f"Tier 2 at {uri} holds segments in the layout of an earlier version"
+                    f" (segments/...): stop every node, run 'segmentstore tier2 migrate {uri}'"
+                    " once, then start again"
+                )
             if self._jetstream is None:
                 await adopt_orphaned_tier2(storage, self.settings)
                 await asyncio.to_thread(claim_data_dir, data_dir, self._count)
@@ -188,8 +196,17 @@ class SegmentStore:
             storage=self.tier2.storage,
             tier1_segment_bytes=self.settings.tier1.segment_bytes,
         )
+        self._lookups = ManifestLookups(self.tier2.storage)
         self.containers = [
-            SegmentContainer(i, self.settings.store, parts, self.cache_manager, self.tier2)
+            SegmentContainer(
+                i,
+                self.settings.store,
+                parts,
+                self.cache_manager,
+                self.tier2,
+                self.settings.metadata,
+                self._lookups,
+            )
             for i in range(self._count)
         ]
         # In a cluster the containers are taken one by one, as their leases are won.
@@ -225,6 +242,7 @@ class SegmentStore:
             # A recovery under way finishes first: stopping it midway would race with it.
             await self._recoveries.settle()
             await asyncio.gather(*(c.stop() for c in self.containers))
+            self._lookups.close()
             self.cache_manager.cache.close()
             await asyncio.to_thread(self.tier2.storage.close)
             unlock_data_dir(self._data_dir_lock)
@@ -410,8 +428,8 @@ class SegmentStore:
         container, source_container = self._for(target), self._for(source)
         if source_container is not container:
             # As in Pravega, a missing segment is the answer before the container rule.
-            container.get_info(target)
-            source_container.get_info(source)
+            await container.get_info(target)
+            await source_container.get_info(source)
             raise InvalidArgumentError(
                 f"{source!r} and {target!r} live in different containers; only a transaction"
                 " (or another segment of the same container) can be merged"
@@ -423,16 +441,16 @@ class SegmentStore:
 
     async def begin_transaction(self, name: str) -> str:
         """Create and return a transaction segment of ``name``; commit with :meth:`merge`."""
-        self._for(name).get_info(name)
+        await self._for(name).get_info(name)
         transaction = transaction_name(name)
         await self._for(transaction).create_segment(transaction)
         return transaction
 
     async def get_info(self, name: str) -> SegmentInfo:
-        return self._for(name).get_info(name)
+        return await self._for(name).get_info(name)
 
     async def get_attributes(self, name: str) -> dict[str, int]:
-        return self._for(name).get_attributes(name)
+        return await self._for(name).get_attributes(name)
 
     async def update_attributes(
         self, name: str, updates: Iterable[AttributeUpdate | dict[str, Any]]
@@ -445,21 +463,46 @@ class SegmentStore:
     async def list_segments(
         self, prefix: str = "", *, after: str | None = None, limit: int | None = None
     ) -> list[str]:
-        """Segment names starting with ``prefix``, sorted by code point, after ``after``.
-        In a cluster, or a worker of a node, the names of the containers this process holds,
-        all of which must be running (a page missing a recovering container's names would be
-        wrong)."""
-        if self.settings.cluster.enabled or self.share is not None:
-            for c in self.containers:
-                if c.id in self.owned and c.status not in _SERVING_READS:
-                    raise ContainerUnavailableError(c.id, c.failure or c.status.value)
-        names = sorted(
-            n
-            for c in self.containers
-            if c.id in self.owned
-            for n in c.segment_names()
-            if n.startswith(prefix)
-        )
-        if after is not None:
-            names = [n for n in names if n > after]
-        return names if limit is None else names[: non_negative("limit", limit)]
+        """Segment names starting with ``prefix``, sorted by code point, after ``after``:
+        the active ones, and the inactive ones from Tier 2's manifests (only as many of those
+        are read as the page needs). In a cluster, or a worker of a node, the names of the
+        containers this process holds, all of which must be running (a page missing a
+        recovering container's names would be wrong)."""
+        if limit is not None:
+            non_negative("limit", limit)
+        owned = [c for c in self.containers if c.id in self.owned]
+        for c in owned:
+            if (self.settings.cluster.enabled or self.share is not None) and (
+                c.status not in _SERVING_READS
+            ):
+                raise ContainerUnavailableError(c.id, c.failure or c.status.value)
+        names = {n for c in owned for n in c.active_names(prefix) if after is None or n > after}
+        if all(c.segment_count <= c.active_segment_count for c in owned):
+            # Every segment is in memory: Tier 2 can name no other.
+            listed = sorted(names)
+            return listed if limit is None else listed[:limit]
+        try:
+            names.update(await asyncio.to_thread(self._stored_names, prefix, after, limit))
+        except Tier2Error as error:
+            raise ContainerUnavailableError(
+                owned[0].id if owned else 0, f"cannot list Tier 2: {error}"
+            ) from error
+        listed = sorted(names)
+        return listed if limit is None else listed[:limit]
+
+    def _stored_names(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        """The inactive segments' names from Tier 2 that this node serves: at least ``limit``
+        of them (all if None), in order, reading Tier 2 a page at a time. Tier 2 still names
+        segments whose delete (or merge) has not reached it yet: those are left out."""
+        found: list[str] = []
+        batch = None if limit is None else max(limit, 100)
+        cursor = after
+        while True:
+            page = self.tier2.list_names(prefix, cursor, batch)
+            for name in page:
+                container = self.containers[_route(name, self._count)]
+                if container.id in self.owned and not container.removal_pending(name):
+                    found.append(name)
+            if batch is None or len(page) < batch or limit is None or len(found) >= limit:
+                return found
+            cursor = page[-1]

@@ -1,5 +1,5 @@
-"""`segmentstore bench append` and `bench http` run end to end (briefly) and report what they
-promise."""
+"""`segmentstore bench append`, `bench http` and `bench segments` run end to end (briefly) and
+report what they promise."""
 
 from __future__ import annotations
 
@@ -81,3 +81,22 @@ def test_workers_benches_compare_each_count_with_one_worker_in_the_same_rounds(
         assert two["per_s_ratio_min"] <= two["per_s_ratio"] <= two["per_s_ratio_max"]
         assert two["cpu_ratio_min"] <= two["cpu_ratio"] <= two["cpu_ratio_max"]
         assert two["goals"] and all(g["value"] == two[g["figure"]] for g in two["goals"])
+
+
+@pytest.mark.slow
+def test_segments_bench_measures_each_size_against_the_smallest(tmp_path: Path) -> None:
+    fast = {"metadata": {"idle_eviction_ms": 500}, "storage_writer": {"flush_interval_ms": 100}}
+    stdout, results = _bench(
+        tmp_path, "segments", "--segments", "600,300", "--settings", json.dumps(fast)
+    )
+    assert "waiting for idle eviction" in stdout or "created in" in stdout
+    assert [row["segments"] for row in results] == [300, 600]
+    for row in results:
+        assert row["creation_per_s"] > 0 and row["recovery_s"] > 0
+        assert 0 < row["rss_after_eviction_mib"] < 1000
+        assert row["tier2_objects_per_segment"] >= 2  # a chunk and a manifest each, at least
+        assert 0 < row["list_prefix_ms"] < 10_000
+        assert row["spark_plan_objects_read"] <= 10
+        assert row["tier1_bytes_per_segment"] > 100  # its 100-byte append, and its creation
+    table = stdout[stdout.index("Tier 2 objects per segment") :].splitlines()[0]
+    assert "x)" in table  # the larger size's figure, as a ratio to the smaller's

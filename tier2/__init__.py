@@ -39,9 +39,16 @@ from segmentstore.tier2.errors import (
 )
 from segmentstore.tier2.factory import open_chunk_storage
 from segmentstore.tier2.file_storage import FileChunkStorage
-from segmentstore.tier2.layout import chunk_key, manifest_key, segment_key, time_index_key
+from segmentstore.tier2.layout import (
+    chunk_key,
+    chunks_of,
+    manifest_key,
+    segment_key,
+    time_index_key,
+)
 from segmentstore.tier2.manifest import ChunkInfo, ManifestStore, SegmentManifest
-from segmentstore.tier2.segment_reader import SegmentReader, UnreadableManifest
+from segmentstore.tier2.segment_reader import ManifestsSeen, SegmentReader, UnreadableManifest
+from segmentstore.tier2.segment_state import SegmentState
 
 if TYPE_CHECKING:
     from segmentstore.tier2.hdfs_storage import HdfsChunkStorage
@@ -66,9 +73,11 @@ __all__ = [
     "ManifestConflictError",
     "ManifestNotFoundError",
     "ManifestStore",
+    "ManifestsSeen",
     "S3ChunkStorage",
     "SegmentManifest",
     "SegmentReader",
+    "SegmentState",
     "Tier2ClosedError",
     "Tier2Error",
     "Tier2IOError",
@@ -76,6 +85,7 @@ __all__ = [
     "TimeIndexEntry",
     "UnreadableManifest",
     "chunk_key",
+    "chunks_of",
     "load_chunk_index",
     "manifest_key",
     "open_chunk_storage",

@@ -4,17 +4,19 @@ listings), shared by the S3 and HDFS adapters, which add writes and translate er
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from segmentstore.tier2.chunk_storage import ChunkStorage, check_key, check_range
+from segmentstore.tier2.chunk_storage import ChunkStorage, StampedKeys, check_key, check_range
 from segmentstore.tier2.errors import (
     ChunkNotFoundError,
     ChunkRangeError,
     Tier2ClosedError,
     Tier2Error,
 )
+from segmentstore.tier2.listing import list_keys, list_stamped_keys
 
 # What pyarrow raises: OSError (ArrowIOError is one) for I/O, other ArrowExceptions otherwise.
 ARROW_ERRORS = (OSError, pa.ArrowException)
@@ -60,23 +62,40 @@ class ArrowChunkStorage(ChunkStorage):
     def exists(self, key: str) -> bool:
         return bool(self._info(key).type == pafs.FileType.File)
 
-    def list(self, prefix: str) -> list[str]:
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
         self._check_open()
         directory = prefix.rpartition("/")[0]
-        base = f"{self._root}/{check_key(directory)}" if directory else self._root
-        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        if directory:
+            check_key(directory)
         try:
-            infos = self._fs.get_file_info(selector)
+            return list_keys(self._children, prefix, start_after, limit)
         except ARROW_ERRORS as e:
             raise self._translate(e, prefix) from e
-        keys = []
-        for info in infos:
-            if info.type != pafs.FileType.File:
-                continue  # directories, and S3 directory markers
-            key = self._key_of(str(info.path))
-            if key.startswith(prefix) and not any(p.startswith(".") for p in key.split("/")):
-                keys.append(key)
-        return sorted(keys)
+
+    def _children(self, directory: str) -> Iterable[tuple[str, bool, str]]:
+        base = f"{self._root}/{directory}" if directory else self._root
+        selector = pafs.FileSelector(base, recursive=False, allow_not_found=True)
+        return [
+            (
+                str(info.path).rpartition("/")[2],
+                info.type == pafs.FileType.Directory,
+                f"{info.mtime_ns}-{info.size}" if info.type == pafs.FileType.File else "",
+            )
+            for info in self._fs.get_file_info(selector)
+            if info.type in (pafs.FileType.File, pafs.FileType.Directory)
+        ]
+
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        self._check_open()
+        directory = prefix.rpartition("/")[0]
+        if directory:
+            check_key(directory)
+        try:
+            return list_stamped_keys(self._children, prefix)
+        except ARROW_ERRORS as e:
+            raise self._translate(e, prefix) from e
 
     def close(self) -> None:
         self._closed = True

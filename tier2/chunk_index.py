@@ -4,10 +4,12 @@ boundaries with the time each append was made (the sparse time index).
 This module is the only code that writes, reads or verifies a chunk's index: the Storage
 Writer builds one with :class:`ChunkIndexBuilder`, and every reader (the store's cache-miss
 reads, ``segmentstore tier2 cat``, the Spark source, the Tier 1 rebuild) loads it with
-:func:`load_chunk_index` and reads chunk bytes through :func:`read_verified`. Where the index
-is kept is therefore this module's business alone: today an object beside the chunk (key:
-:func:`segmentstore.tier2.layout.time_index_key`), written with the chunk's bytes and before
-the manifest that names them. Its bytes, little-endian::
+:func:`load_chunk_index` and reads chunk bytes through :func:`read_verified`. An index is kept
+in one of two places, both written with the chunk's bytes and before the manifest that names
+them: in the manifest itself (:attr:`ChunkInfo.index`), for a segment's last chunk while its
+index is at most :data:`INLINE_INDEX_BYTES` (so a small segment costs two objects, its chunk
+and its manifest), or else in an object beside the chunk (key:
+:func:`segmentstore.tier2.layout.time_index_key`). Its bytes, little-endian::
 
     index   = "SSTIDX2\\n" record*
     record  = kind:u8  0:u8*3  crc:u32  a:u64  b:i64  record_crc:u32
@@ -58,6 +60,10 @@ from segmentstore.tier2.layout import time_index_key
 from segmentstore.tier2.manifest import ChunkInfo
 
 MAGIC = b"SSTIDX2\n"
+# A segment's last chunk keeps its index in the manifest up to this size (the magic and 36
+# records: a few dozen small appends, or about 100 KiB of appends at the default time index
+# interval); a larger index, and the index of every chunk but the last, is an object.
+INLINE_INDEX_BYTES = 1024
 MAGIC_V1 = b"SSTIDX1\n"
 _BODY = struct.Struct("<B3xIQq")
 _RECORD_CRC = struct.Struct("<I")
@@ -190,9 +196,12 @@ def _decode_v1(data: bytes, chunk: ChunkInfo) -> ChunkIndex:
 def load_chunk_index(
     storage: ChunkStorage, chunk: ChunkInfo, *, boundaries: bool = True
 ) -> ChunkIndex:
-    """The index of ``chunk`` (as its manifest entry gives it): the one place that finds it.
-    A chunk without one has no boundaries and no checksums (``checksummed`` false). Without
+    """The index of ``chunk`` (as its manifest entry gives it): the one place that finds it,
+    in the manifest itself (:attr:`ChunkInfo.index`) or in the object beside the chunk. A
+    chunk without one has no boundaries and no checksums (``checksummed`` false). Without
     ``boundaries``: its checksums only (:func:`decode_chunk_index`)."""
+    if chunk.index is not None:
+        return decode_chunk_index(chunk.key, chunk.index, chunk, boundaries=boundaries)
     key = time_index_key(chunk.key)
     try:
         size = storage.size(key)
@@ -202,12 +211,19 @@ def load_chunk_index(
     return decode_chunk_index(key, data, chunk, boundaries=boundaries)
 
 
+def retimed_inline(chunk: ChunkInfo, time_ms: int) -> bytes:
+    """The inline index of ``chunk`` (which must have one) with every boundary at ``time_ms``."""
+    assert chunk.index is not None
+    return decode_chunk_index(chunk.key, chunk.index, chunk).with_times(time_ms).encode()
+
+
 def retime_index(storage: ChunkStorage, chunk: ChunkInfo, time_ms: int) -> None:
     """Give every boundary of ``chunk``'s index the time ``time_ms`` (a merge is one append
     to its target), keeping its checksums. Never leaves the chunk without its index, whatever
     fails when: where objects can be appended to, records that supersede the boundaries'
     times are appended; elsewhere the index is replaced whole, atomically (``put_if``).
-    Idempotent: run again after a failure, it only supersedes again."""
+    Idempotent: run again after a failure, it only supersedes again. (A chunk whose manifest
+    keeps its index: :func:`retimed_inline`.)"""
     index = load_chunk_index(storage, chunk)
     if not index.boundaries or not index.checksummed:
         return

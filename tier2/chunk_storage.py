@@ -45,6 +45,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 Buffer = bytes | bytearray | memoryview
+# Keys with their stamps (ChunkStorage.list_stamped).
+StampedKeys = list[tuple[str, str]]
 
 MAX_KEY_CHARS = 1024
 _KEY = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}(/[A-Za-z0-9_-][A-Za-z0-9._-]{0,254})*")
@@ -112,11 +114,23 @@ class ChunkStorage(ABC):
         """Remove the object, durably. Idempotent: a missing object is not an error."""
 
     @abstractmethod
-    def list(self, prefix: str) -> list[str]:
-        """Every key that starts with ``prefix`` (a string prefix, not a directory), sorted.
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        """The keys that start with ``prefix`` (a string prefix, not a directory), sorted by
+        code point: every one, or only those after ``start_after``, and at most ``limit``.
 
-        A listing is not a snapshot: readers of segment data trust manifests, never listings.
+        The work is in proportion to the keys listed (and, on a file system, the directories
+        on the way to them), not to all keys stored. A listing is not a snapshot: readers of
+        segment data trust manifests, never listings.
         """
+
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        """:meth:`list` with a *stamp* for each key: a string that changes whenever the object
+        is replaced (an ETag, or a file's inode and modification time), so that a reader who
+        lists again reads only what changed. An empty stamp says nothing: read the object.
+        Backends that can stamp keys without reading each object do."""
+        return [(key, "") for key in self.list(prefix)]
 
     @abstractmethod
     def get(self, key: str) -> tuple[bytes, str] | None:

@@ -10,9 +10,10 @@ with a leading dot so that no key can name them and listings skip them:
     a new object while it is written; fsynced, then linked (``create``, ``put_if`` of a new
     object: a hard link fails if the key exists, so creation is exclusive) or renamed (``put_if``
     of an existing one) into place, and the directory fsynced.
-``.<name>.lock``
-    ``flock``ed while a ``put_if`` or ``delete`` of ``<name>`` compares and replaces; removed by
-    ``delete`` (a waiter that then locks the removed file notices and locks the new one).
+``.locks/NNN``
+    256 lock files shared by every key (by a hash of the key): one is ``flock``ed while a
+    ``put_if`` or ``delete`` of a key compares and replaces, so no object costs a lock file of
+    its own. They are never removed.
 
 A crash may leave ``.tmp`` files behind; they are never read. Directories left empty by
 ``delete`` are removed; writers that find their directory gone recreate it and retry.
@@ -25,12 +26,13 @@ import fcntl
 import os
 import secrets
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import suppress
 
 from segmentstore.tier2.chunk_storage import (
     Buffer,
     ChunkStorage,
+    StampedKeys,
     check_key,
     check_range,
     content_version,
@@ -46,6 +48,7 @@ from segmentstore.tier2.errors import (
     Tier2IOError,
     Tier2UnavailableError,
 )
+from segmentstore.tier2.listing import list_keys, list_stamped_keys
 from segmentstore.tier2.local_files import (
     fsync_directory,
     locked,
@@ -55,7 +58,6 @@ from segmentstore.tier2.local_files import (
     read_whole,
     remove_empty_directories,
     retry_if_directory_vanishes,
-    walk,
     write_all,
 )
 
@@ -83,6 +85,7 @@ class FileChunkStorage(ChunkStorage):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self._root = os.path.abspath(os.fspath(root))
         self.uri = "file://" + self._root
+        self._locks = os.path.join(self._root, ".locks")
         self._closed = False
         try:
             make_directories(self._root)
@@ -167,35 +170,63 @@ class FileChunkStorage(ChunkStorage):
 
     def delete(self, key: str) -> None:
         path = self._path(key)
-        directory, name = os.path.split(path)
+        directory = os.path.dirname(path)
         try:
-            with locked(directory, name, create_directory=False) as lock_path:
-                if lock_path is None:
-                    return  # no directory, so no object
+            with locked(self._locks, key):
                 try:
                     os.unlink(path)
-                    fsync_directory(directory)  # while our lock file keeps it from removal
-                except (FileNotFoundError, IsADirectoryError):
-                    pass
-                os.unlink(lock_path)
+                except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                    return
+                fsync_directory(directory)
             remove_empty_directories(directory, self._root)
+        except FileNotFoundError:
+            return  # the directory went with its last object meanwhile: so did this one
         except OSError as e:
             raise self._error(e, key) from e
 
-    def list(self, prefix: str) -> list[str]:
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
         self._check_open()
         directory = prefix.rpartition("/")[0]
         if directory:
             check_key(directory)
         try:
-            found = [
-                key
-                for key in walk(os.path.join(self._root, directory), directory)
-                if key.startswith(prefix)
-            ]
+            return list_keys(self._children, prefix, start_after, limit)
         except OSError as e:
             raise self._error(e, prefix) from e
-        return sorted(found)
+
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        self._check_open()
+        directory = prefix.rpartition("/")[0]
+        if directory:
+            check_key(directory)
+        try:
+            return list_stamped_keys(self._stamped_children, prefix)
+        except OSError as e:
+            raise self._error(e, prefix) from e
+
+    def _children(self, directory: str) -> Iterable[tuple[str, bool, str]]:
+        try:
+            with os.scandir(os.path.join(self._root, directory)) as entries:
+                return [(e.name, e.is_dir(follow_symlinks=False), "") for e in entries]
+        except (FileNotFoundError, NotADirectoryError):
+            return []  # removed while we listed
+
+    def _stamped_children(self, directory: str) -> Iterable[tuple[str, bool, str]]:
+        """Entries with a stamp for files: a replace renames a new file into place, so the
+        inode (and the time) changes with every version."""
+        found = []
+        for name, is_directory, _ in self._children(directory):
+            stamp = ""
+            if not is_directory and not name.startswith("."):
+                try:
+                    stat = os.stat(os.path.join(self._root, directory, name))
+                except FileNotFoundError:
+                    continue  # deleted while we listed
+                stamp = f"{stat.st_ino}-{stat.st_mtime_ns}-{stat.st_size}"
+            found.append((name, is_directory, stamp))
+        return found
 
     def get(self, key: str) -> tuple[bytes, str] | None:
         path = self._path(key)
@@ -207,9 +238,18 @@ class FileChunkStorage(ChunkStorage):
 
     def put_if(self, key: str, data: bytes, expected_version: str | None) -> str:
         path = self._path(key)
-        directory, name = os.path.split(path)
+        if expected_version is None:
+            # Only if there is none: the hard link makes it exclusive, as create's does, and
+            # a delete of the key orders itself before or after it; no lock, no read.
+            try:
+                self._write_new(path, [data], replace=False)
+            except FileExistsError as e:
+                raise ManifestConflictError(key, "expected no object, but one exists") from e
+            except OSError as e:
+                raise self._error(e, key) from e
+            return content_version(data)
         try:
-            with locked(directory, name, create_directory=True):
+            with locked(self._locks, key):
                 current = read_whole(path)
                 if expected_version is None and current is not None:
                     raise ManifestConflictError(key, "expected no object, but one exists")

@@ -1,6 +1,6 @@
 """Durable primitives of the file backend over plain ``os`` calls: whole writes with
-``pwritev``, exact reads with ``pread``, directories made and fsynced into their parents, an
-``flock`` that survives its file being deleted, and directory cleanup that concurrent writers
+``pwritev``, exact reads with ``pread``, directories made and fsynced into their parents,
+``flock`` on a fixed set of shared lock files, and directory cleanup that concurrent writers
 tolerate. Every function blocks and raises ``OSError``; ``FileChunkStorage`` translates.
 """
 
@@ -10,12 +10,15 @@ import errno
 import fcntl
 import os
 import stat
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from segmentstore.tier2.chunk_storage import Buffer
 
 _IOV_MAX = 1024
+# Lock files shared by all objects (a put_if and a delete of one key take turns).
+_LOCK_STRIPES = 256
 # How often a writer recreates a directory that a concurrent delete removed (it was empty).
 _VANISHED_DIRECTORY_RETRIES = 8
 
@@ -77,40 +80,18 @@ def write_all(fd: int, offset: int, parts: Sequence[Buffer]) -> None:
 
 
 @contextmanager
-def locked(directory: str, name: str, *, create_directory: bool) -> Iterator[str | None]:
-    """Hold ``flock`` on ``directory/.name.lock``; yield its path, or None if the directory does
-    not exist and ``create_directory`` is False."""
-    lock_path = os.path.join(directory, f".{name}.lock")
-    while True:
-        try:
-            if create_directory:
-                fd = retry_if_directory_vanishes(
-                    directory, lambda: os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
-                )
-            else:
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
-        except FileNotFoundError:
-            if create_directory:
-                raise
-            yield None
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            # A delete removes the lock file while holding it; whoever waited on the removed
-            # file must lock the current one instead.
-            held = os.fstat(fd)
-            try:
-                current = os.stat(lock_path)
-            except FileNotFoundError:
-                current = None
-        except BaseException:
-            os.close(fd)
-            raise
-        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
-            break
-        os.close(fd)
+def locked(lock_directory: str, key: str) -> Iterator[None]:
+    """Hold ``flock`` on the lock file of ``key``: one of a fixed set of files in
+    ``lock_directory``, chosen by a hash of the key, so that an object costs no lock file of
+    its own. Two keys may share a lock; a lock file is never removed."""
+    stripe = zlib.crc32(key.encode()) % _LOCK_STRIPES
+    path = os.path.join(lock_directory, f"{stripe:03d}")
+    fd = retry_if_directory_vanishes(
+        lock_directory, lambda: os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    )
     try:
-        yield lock_path
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)
 
@@ -149,24 +130,6 @@ def remove_empty_directories(directory: str, root: str) -> None:
         except OSError:
             return  # not empty (or already gone): its parents are not empty either
         directory = os.path.dirname(directory)
-
-
-def walk(path: str, key_prefix: str) -> Iterator[str]:
-    try:
-        entries = list(os.scandir(path))
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    for entry in entries:
-        if entry.name.startswith("."):
-            continue
-        key = f"{key_prefix}/{entry.name}" if key_prefix else entry.name
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                yield from walk(entry.path, key)
-            elif entry.is_file():
-                yield key
-        except FileNotFoundError:
-            continue  # deleted while we listed
 
 
 def fsync_directory(path: str) -> None:

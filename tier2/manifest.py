@@ -13,16 +13,17 @@ stop writing that segment.
 
 from __future__ import annotations
 
+import base64
 import json
-import re
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 from segmentstore.tier2.chunk_storage import ChunkStorage, check_key
 from segmentstore.tier2.errors import FencedError, InvalidManifestError, ManifestConflictError
 from segmentstore.tier2.layout import manifest_key
+from segmentstore.tier2.segment_state import SegmentState
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _FIELDS = {
     "format_version",
     "name",
@@ -33,17 +34,23 @@ _FIELDS = {
     "storage_length",
     "sealed",
     "chunks",
+    "state",
 }
 _CHUNK_FIELDS = {"key", "start_offset", "length"}
+_CHUNK_OPTIONAL = {"index"}
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkInfo:
-    """The object ``key`` holds the segment's bytes ``[start_offset, start_offset + length)``."""
+    """The object ``key`` holds the segment's bytes ``[start_offset, start_offset + length)``.
+    ``index`` is the chunk's index (:mod:`segmentstore.tier2.chunk_index`) when the manifest
+    keeps it itself, as it does for a segment's last chunk while that index is small: a small
+    segment is then its chunk and its manifest, two objects. None: it is an object of its own."""
 
     key: str
     start_offset: int
     length: int
+    index: bytes | None = None
 
     @property
     def end_offset(self) -> int:
@@ -71,7 +78,16 @@ class SegmentManifest:
     # Which incarnation of the name this is (names can be deleted and created again): a late
     # cleanup of an older incarnation must recognise and spare a newer one's objects.
     segment_id: int = 0
+    # The rest of the segment's state as of this save (None: the manifest keeps only bytes):
+    # what the service loads a segment back from after evicting it.
+    state: SegmentState | None = None
     format_version: int = FORMAT_VERSION
+
+    @property
+    def complete(self) -> bool:
+        """Whether the segment can be served again from this manifest alone: it keeps the
+        segment's state, and every byte of the segment is in Tier 2."""
+        return self.state is not None and self.state.length == self.storage_length
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -86,10 +102,8 @@ class SegmentManifest:
             "start_offset": self.start_offset,
             "storage_length": self.storage_length,
             "sealed": self.sealed,
-            "chunks": [
-                {"key": c.key, "start_offset": c.start_offset, "length": c.length}
-                for c in self.chunks
-            ],
+            "chunks": [_chunk_document(c) for c in self.chunks],
+            "state": None if self.state is None else self.state.to_document(),
         }
         return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
@@ -105,16 +119,19 @@ class SegmentManifest:
         if not isinstance(chunks, list):
             raise InvalidManifestError("", "chunks is not a list")
         for chunk in chunks:
-            _check_fields(chunk, _CHUNK_FIELDS, "a chunk")
+            _check_fields(chunk, _CHUNK_FIELDS, "a chunk", _CHUNK_OPTIONAL)
         return SegmentManifest(
             name=document["name"],
-            chunks=tuple(ChunkInfo(c["key"], c["start_offset"], c["length"]) for c in chunks),
+            chunks=tuple(_chunk(c) for c in chunks),
             storage_length=document["storage_length"],
             start_offset=document["start_offset"],
             sealed=document["sealed"],
             owner_epoch=document["owner_epoch"],
             version=document["version"],
             segment_id=document["segment_id"],
+            state=None
+            if document["state"] is None
+            else SegmentState.from_document(document["state"]),
             format_version=document["format_version"],
         )
 
@@ -142,10 +159,14 @@ class ManifestStore:
         if epoch < 0:
             raise ValueError(f"epoch {epoch} is negative")
         key = manifest_key(manifest.name)
-        current = self._load(key, manifest.name)
-        if current is not None and current[0].owner_epoch > epoch:
-            raise FencedError(manifest.name, epoch, current[0].owner_epoch)
-        version = current[0].version + 1 if current is not None else 1
+        version = 1
+        if previous_token is not None:
+            # A new manifest needs no look first: if there is one, the put fails and the look
+            # after it tells a newer owner's (fenced) from a lost race.
+            current = self._load(key, manifest.name)
+            if current is not None and current[0].owner_epoch > epoch:
+                raise FencedError(manifest.name, epoch, current[0].owner_epoch)
+            version = current[0].version + 1 if current is not None else 1
         document = replace(manifest, owner_epoch=epoch, version=version).to_json()
         try:
             return self._storage.put_if(key, document, previous_token)
@@ -186,31 +207,40 @@ def parse_manifest(key: str, data: bytes) -> SegmentManifest:
     return manifest
 
 
-_NAME_FIELD = re.compile(rb'"name"\s*:\s*("(?:[^"\\]|\\.)*")')
+def _state(document: Any) -> SegmentState | None:
+    return None if document is None else SegmentState.from_document(document)
 
 
-def claimed_name(key: str, data: bytes) -> str | None:
-    """The segment that the unreadable manifest ``data`` at ``key`` belongs to, if its
-    ``name`` field can still be found and the key is that name's manifest key; else None.
-
-    Keys are hashes of names, so this is the only way to tell which segment a damaged manifest
-    is for; the key check means a recovered name is never a guess."""
-    found = _NAME_FIELD.search(data)
-    if found is None:
-        return None
-    try:
-        name = json.loads(found.group(1))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(name, str) or not name or manifest_key(name) != key:
-        return None
-    return name
+def _chunk_document(chunk: ChunkInfo) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "key": chunk.key,
+        "start_offset": chunk.start_offset,
+        "length": chunk.length,
+    }
+    if chunk.index is not None:
+        document["index"] = base64.b64encode(chunk.index).decode("ascii")
+    return document
 
 
-def _check_fields(document: Any, fields: set[str], what: str) -> None:
+def _chunk(document: dict[str, Any]) -> ChunkInfo:
+    index = document.get("index")
+    if index is not None:
+        if not isinstance(index, str):
+            raise InvalidManifestError("", "a chunk's index is not base64 text")
+        try:
+            index = base64.b64decode(index, validate=True)
+        except ValueError as e:
+            raise InvalidManifestError("", f"a chunk's index is not base64: {e}") from e
+    return ChunkInfo(document["key"], document["start_offset"], document["length"], index)
+
+
+def _check_fields(
+    document: Any, fields: set[str], what: str, optional: set[str] | None = None
+) -> None:
     if not isinstance(document, dict):
         raise InvalidManifestError("", f"{what} is not a JSON object")
-    if (missing := fields - document.keys()) or (unknown := document.keys() - fields):
+    allowed = fields | (optional or set())
+    if (missing := fields - document.keys()) or (unknown := document.keys() - allowed):
         problem = f"lacks {sorted(missing)}" if missing else f"has unknown fields {sorted(unknown)}"
         raise InvalidManifestError("", f"{what} {problem}")
 
@@ -227,6 +257,10 @@ def _validate(m: SegmentManifest) -> None:
         value = getattr(m, field)
         if type(value) is not int or value < 0:
             fail(f"{field} must be a non-negative integer, not {value!r}")
+    if m.state is not None and not isinstance(m.state, SegmentState):
+        fail(f"state {m.state!r} is not a SegmentState")
+    if m.state is not None and m.state.length < m.storage_length:
+        fail(f"the state's length {m.state.length} is below the storage length")
     if type(m.sealed) is not bool:
         fail(f"sealed must be true or false, not {m.sealed!r}")
     if not isinstance(m.chunks, tuple):

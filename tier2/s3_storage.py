@@ -27,7 +27,7 @@ import pyarrow.fs as pafs
 from botocore.config import Config
 
 from segmentstore.tier2.arrow_storage import ARROW_ERRORS, ArrowChunkStorage
-from segmentstore.tier2.chunk_storage import Buffer
+from segmentstore.tier2.chunk_storage import Buffer, StampedKeys, check_key
 from segmentstore.tier2.errors import (
     ChunkExistsError,
     ChunkNotFoundError,
@@ -190,6 +190,46 @@ class S3ChunkStorage(ArrowChunkStorage):
         except boto_errors.BotoCoreError as e:
             raise self._boto_error(e, key) from e
         return str(response["ETag"])
+
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        """S3 lists by prefix itself, a page of up to a thousand keys per request, in order."""
+        return [key for key, _ in self._listing(prefix, start_after, limit)]
+
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        """The listing's ETags are the stamps: no object is read."""
+        return self._listing(prefix, None, None)
+
+    def _listing(self, prefix: str, start_after: str | None, limit: int | None) -> StampedKeys:
+        self._check_open()
+        directory = prefix.rpartition("/")[0]
+        if directory:
+            check_key(directory)
+        keys: StampedKeys = []
+        arguments: dict[str, Any] = {"Bucket": self._bucket, "Prefix": self._prefix + prefix}
+        if start_after is not None:
+            arguments["StartAfter"] = self._prefix + start_after
+        try:
+            while limit is None or len(keys) < limit:
+                if limit is not None:
+                    arguments["MaxKeys"] = min(1000, limit - len(keys))
+                page = self._client.list_objects_v2(**arguments)
+                for entry in page.get("Contents", ()):
+                    key = entry["Key"][len(self._prefix) :]
+                    # Directory markers (other tools write them) and the backends' own files.
+                    if (
+                        key
+                        and not key.endswith("/")
+                        and not any(part.startswith(".") for part in key.split("/"))
+                    ):
+                        keys.append((key, str(entry.get("ETag", ""))))
+                if not page.get("IsTruncated"):
+                    break
+                arguments["ContinuationToken"] = page["NextContinuationToken"]
+        except (boto_errors.ClientError, boto_errors.BotoCoreError) as e:
+            raise self._boto_error(e, prefix) from e
+        return keys if limit is None else keys[:limit]
 
     def close(self) -> None:
         if not self._closed:

@@ -2,8 +2,8 @@
 
 This is what ``segmentstore tier2 ls|cat``, the store's cache-miss reads and the Tier 1
 rebuild use. A read never consults a listing: the manifest names the chunks, and a chunk it
-names that is missing is an error, not a gap. ``list_segments`` lists only to find the
-manifests. Every byte read is verified against its chunk's checksums
+names that is missing is an error, not a gap. Listing by prefix lists only the manifests it
+selects: their keys spell the names. Every byte read is verified against its chunk's checksums
 (:mod:`segmentstore.tier2.chunk_index`) unless the reader was made with ``verify=False``.
 """
 
@@ -27,24 +27,32 @@ from segmentstore.tier2.errors import (
     InvalidManifestError,
     ManifestNotFoundError,
 )
-from segmentstore.tier2.layout import SEGMENTS_PREFIX, is_manifest_key
+from segmentstore.tier2.layout import (
+    NAMES_PREFIX,
+    is_spellable,
+    longest_spellable_prefix,
+    manifest_key,
+    manifests_under,
+    name_of,
+)
 from segmentstore.tier2.manifest import (
     ChunkInfo,
     ManifestStore,
     SegmentManifest,
-    claimed_name,
     parse_manifest,
 )
+
+# A scan's memory of the manifests it read: key -> (its stamp then, the manifest).
+ManifestsSeen = dict[str, tuple[str, "SegmentManifest"]]
 
 
 @dataclass(frozen=True, slots=True)
 class UnreadableManifest:
-    """A manifest object that does not parse or breaks an invariant. ``name`` is the segment
-    it belongs to when the damaged document still says so (checked against the key), else
-    None: the key alone, a hash, does not tell."""
+    """A manifest object that does not parse or breaks an invariant; ``name`` is the segment
+    it belongs to (its key spells it)."""
 
     key: str
-    name: str | None
+    name: str
     reason: str
 
 
@@ -141,13 +149,39 @@ class SegmentReader:
 
     def holds_any_segment(self) -> bool:
         """Whether this Tier 2 location has at least one segment manifest."""
-        return any(is_manifest_key(key) for key in self._storage.list(SEGMENTS_PREFIX))
+        return bool(self._storage.list(NAMES_PREFIX, limit=1))
+
+    def list_names(
+        self, prefix: str = "", *, after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        """The names of the segments whose manifests are here, that start with ``prefix`` and
+        sort after ``after``, in code point order, at most ``limit`` of them (None: all).
+        Reads no manifest: their keys spell the names."""
+        if not is_spellable(prefix):
+            return []  # no segment name holds such a character
+        names: list[str] = []
+        cursor = None
+        if after is not None:
+            # Names after ``after`` come after its longest prefix that a name can spell.
+            spellable = longest_spellable_prefix(after)
+            cursor = manifest_key(spellable) if spellable else None
+        while limit is None or len(names) < limit:
+            wanted = None if limit is None else limit - len(names)
+            keys = self._storage.list(manifests_under(prefix), cursor, wanted)
+            for key in keys:
+                name = name_of(key)
+                if name is not None and (after is None or name > after):
+                    names.append(name)
+            if wanted is None or len(keys) < wanted:
+                break
+            cursor = keys[-1]
+        return names
 
     def list_segments(self, prefix: str = "") -> list[SegmentManifest]:
         """The manifests of every segment whose name starts with ``prefix``, sorted by name.
 
-        Names come from the manifests (keys are hashes). A segment deleted while listing is
-        left out; a manifest that does not parse raises ``InvalidManifestError``.
+        A segment deleted while listing is left out; a manifest that does not parse raises
+        ``InvalidManifestError``.
         """
         found, unreadable = self.scan_segments(prefix)
         if unreadable:
@@ -155,25 +189,40 @@ class SegmentReader:
         return found
 
     def scan_segments(
-        self, prefix: str = ""
+        self, prefix: str = "", *, seen: ManifestsSeen | None = None
     ) -> tuple[list[SegmentManifest], list[UnreadableManifest]]:
         """:meth:`list_segments` that goes on past damaged manifests: the readable manifests
-        whose names start with ``prefix``, sorted by name, and every unreadable one that
-        belongs to such a name or whose name is unknown, sorted by key."""
+        whose names start with ``prefix``, and every unreadable one, each sorted by name.
+
+        ``seen`` keeps what an earlier scan read (a stream scans again every micro-batch): a
+        manifest whose stamp in the listing has not changed since is not read again."""
         found, unreadable = [], []
-        for key in self._storage.list(SEGMENTS_PREFIX):
-            if not is_manifest_key(key):
+        under = manifests_under(prefix)
+        listed = (
+            self._storage.list_stamped(under)
+            if seen is not None
+            else [(k, "") for k in self._storage.list(under)]
+        )
+        if seen is not None:  # forget the manifests that are gone
+            listed_keys = {key for key, _ in listed}
+            for key in [k for k in seen if k.startswith(under) and k not in listed_keys]:
+                del seen[key]
+        for key, stamp in listed:
+            name = name_of(key)
+            if name is None:
+                continue
+            if seen is not None and stamp and key in seen and seen[key][0] == stamp:
+                found.append(seen[key][1])
                 continue
             loaded = self._storage.get(key)
             if loaded is None:
-                continue
+                continue  # deleted while we listed
             try:
                 manifest = parse_manifest(key, loaded[0])
             except InvalidManifestError as e:
-                name = claimed_name(key, loaded[0])
-                if name is None or name.startswith(prefix):
-                    unreadable.append(UnreadableManifest(key, name, e.reason))
+                unreadable.append(UnreadableManifest(key, name, e.reason))
                 continue
-            if manifest.name.startswith(prefix):
-                found.append(manifest)
-        return sorted(found, key=lambda m: m.name), sorted(unreadable, key=lambda u: u.key)
+            found.append(manifest)
+            if seen is not None and stamp:
+                seen[key] = (stamp, manifest)
+        return found, unreadable

@@ -78,7 +78,7 @@ async def _run(data_dir: Path, total_bytes: int) -> list[dict[str, Any]]:
         times = [rng.randint(first_ms, last_ms) for _ in range(QUERIES)]
         container = store.containers[container_of(NAME, 1)]
         memory = container.time_index(NAME).memory_bytes
-        length = container.get_info(NAME).length
+        length = (await container.get_info(NAME)).length
         print("asking offset_at with the data in the Tier 1 tail ...", flush=True)
         queries = iter(times)
         tail = await _latencies(lambda: store.offset_at(NAME, next(queries)), QUERIES)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 from typing import Any
@@ -139,6 +140,21 @@ def add_command(commands: Any) -> None:
         "--rounds", type=int, default=3, help="with --workers: the loads again, nodes rotated"
     )
     client.set_defaults(run=_client)
+    segments = benches.add_parser(
+        "segments", help="what a node pays per segment, for many small segments"
+    )
+    segments.add_argument(
+        "--segments", type=_ints, default=[10_000, 100_000, 1_000_000], help="e.g. 10000,100000"
+    )
+    segments.add_argument("--dir", default=None, help="where the nodes write (default: temp dir)")
+    segments.add_argument("--json", default=None, help="also write the results here")
+    segments.add_argument(
+        "--settings",
+        type=json.loads,
+        default=None,
+        help='JSON settings over the defaults, e.g. \'{"metadata": {"idle_eviction_ms": 2000}}\'',
+    )
+    segments.set_defaults(run=_segments)
     spark = benches.add_parser("spark", help="the Spark data source vs pyarrow in one process")
     spark.add_argument("--segments", type=int, default=4, help="event segments to scan")
     spark.add_argument("--segment-mib", type=int, default=128, help="MiB of events per segment")
@@ -213,6 +229,14 @@ def _read(args: argparse.Namespace) -> int:
 
     read.run(args.seconds, args.appends, args.dir, args.json)
     return 0
+
+
+def _segments(args: argparse.Namespace) -> int:
+    import sys
+
+    from segmentstore.bench import segments
+
+    return segments.run(args.segments, args.dir, args.json, sys.stdout, args.settings)
 
 
 def _offset_at(args: argparse.Namespace) -> int:

@@ -182,8 +182,10 @@ def with_node_identity(settings: Settings) -> Settings:
 def _serve(settings: Settings) -> None:
     # lazily: 'segmentstore tier2 cat' never loads these
     from segmentstore.api.server import serve_settings
+    from segmentstore.gc_tuning import tune_for_many_segments
     from segmentstore.store import SegmentStore
 
+    tune_for_many_segments()
     # The port first, before the data directory is touched: a node that cannot serve claims
     # nothing. (A cluster node's advertised URL needs the port too, before it joins.)
     listener = listen(settings.api.host, settings.api.port)

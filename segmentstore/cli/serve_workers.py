@@ -135,10 +135,12 @@ def _run_worker(settings: Settings, place: Any) -> int:
     """One worker: the store over its share, served on the node's port and its own."""
     from segmentstore.api.server import serve_settings
     from segmentstore.cluster.membership import ClusterMembership
+    from segmentstore.gc_tuning import tune_for_many_segments
     from segmentstore.store import SegmentStore
     from segmentstore.workers.ownership import WorkerShare
     from segmentstore.workers.publisher import starting
 
+    tune_for_many_segments()
     configure_logging(settings.log.level, settings.log.format, worker=place.name)
     starting(place)
     settings = place.settings_of_worker(settings)

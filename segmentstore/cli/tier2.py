@@ -19,7 +19,12 @@ def add_command(commands: Any) -> None:
     cat.add_argument("name")
     cat.add_argument("--offset", type=int, default=None, help="default: the start offset")
     cat.add_argument("--length", type=int, default=None, help="default: to the storage length")
-    for command in (ls, cat):
+    migrate = tier2_commands.add_parser(
+        "migrate",
+        help="rewrite a Tier 2 of an earlier version's layout (every node stopped; repeatable)",
+    )
+    migrate.add_argument("uri")
+    for command in (ls, cat, migrate):
         command.add_argument(
             "--option",
             action="append",
@@ -37,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     options = dict(option.split("=", 1) for option in args.option)
     if args.tier2_command == "ls":
         return tier2_tools.list_segments(args.uri, args.prefix, options, sys.stdout)
+    if args.tier2_command == "migrate":
+        return tier2_tools.migrate(args.uri, options, sys.stdout)
     return tier2_tools.cat_segment(
         args.uri, args.name, args.offset, args.length, options, sys.stdout.buffer
     )

@@ -13,6 +13,7 @@ from segmentstore.tier2 import (
     Tier2Error,
     open_chunk_storage,
 )
+from segmentstore.tier2.layout_migration import migrate_layout
 
 _PIECE = 8 << 20
 
@@ -50,9 +51,9 @@ def list_segments(uri: str, prefix: str, options: Mapping[str, str], out: TextIO
         )
     out.flush()
     for broken in unreadable:
-        whose = f"of {broken.name!r}" if broken.name else "of an unknown segment"
         sys.stderr.write(
-            f"segmentstore: the manifest {broken.key} {whose} cannot be read: {broken.reason}\n"
+            f"segmentstore: the manifest {broken.key} of {broken.name!r} cannot be read:"
+            f" {broken.reason}\n"
         )
     if not manifests and not unreadable:
         empty = "" if holds_any else " (it holds no segment at all)"
@@ -102,3 +103,30 @@ def cat_segment(
         return 1
     finally:
         storage.close()
+
+
+def migrate(uri: str, options: Mapping[str, str], out: TextIO) -> int:
+    """Rewrite the manifests of an earlier version's layout (``tier2.layout_migration``),
+    saying how far it got as it goes."""
+    storage = _open(uri, options)
+    if storage is None:
+        return 1
+
+    def progress(done: int) -> None:
+        out.write(f"{done} segments migrated so far\n")
+        out.flush()
+
+    try:
+        report = migrate_layout(storage, progress)
+    except Tier2Error as error:
+        sys.stderr.write(f"segmentstore: {error} (run it again to go on)\n")
+        return 1
+    finally:
+        storage.close()
+    out.write(
+        f"{report.migrated} segments migrated, {report.already} were already"
+        f" ({len(report.unreadable or [])} unreadable)\n"
+    )
+    for problem in report.unreadable or []:
+        sys.stderr.write(f"segmentstore: not migrated: {problem}\n")
+    return 1 if report.unreadable else 0

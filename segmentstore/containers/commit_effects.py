@@ -12,6 +12,7 @@ from __future__ import annotations
 from segmentstore.logs.metadata_operations import (
     CreateSegmentOperation,
     DeleteSegmentOperation,
+    LoadSegmentOperation,
     MergeOperation,
     SealOperation,
     TruncateOperation,
@@ -20,8 +21,7 @@ from segmentstore.logs.operations import AppendOperation, Operation
 from segmentstore.logs.tier1_retention import Tier1Retention
 from segmentstore.metadata.container_metadata import ContainerMetadata
 from segmentstore.reading.read_index import ReadIndexFactory, SegmentReadIndex
-from segmentstore.writer.storage_writer import DeleteEvent, MergeEvent
-from segmentstore.writer.writer import Writer
+from segmentstore.writer.writer import DeleteEvent, MergeEvent, Writer
 
 # A merged range of a target: (merge sequence, target offset, length, source name).
 MergedRange = tuple[int, int, int, str]
@@ -65,6 +65,10 @@ class CommitEffects:
                     runs = {}
                 op.apply(metadata)
                 self._apply(op, metadata)
+                if type(op) is CreateSegmentOperation:
+                    # Live, not replayed: no flush of it can have happened yet.
+                    assert self.writer is not None
+                    self.writer.created(op.segment_id)
         if runs:
             self._apply_appends(runs, metadata)
 
@@ -104,6 +108,8 @@ class CommitEffects:
                 self._appended(op.segment_id, op.offset, op.data, op.sequence, metadata)
             case CreateSegmentOperation():
                 self.indexes[op.segment_id] = self._new_index()
+            case LoadSegmentOperation():
+                self.loaded(op.segment_id, op.segment.storage_length)
             case SealOperation():
                 self.indexes[op.segment_id].notify()
                 writer.changed(metadata.by_id[op.segment_id])
@@ -129,6 +135,22 @@ class CommitEffects:
                 self.retention.hold(op.sequence)
                 self.merging.pop(op.segment_id, None)
                 writer.enqueue(DeleteEvent(op.sequence, op.name, op.segment_id))
+
+    # -- segments entering and leaving memory ------------------------------------------------
+
+    def loaded(self, segment_id: int, storage_length: int) -> None:
+        """A segment was loaded back from Tier 2 (all of it is there)."""
+        index = self.indexes.get(segment_id)
+        if index is None:
+            index = self.indexes[segment_id] = self._new_index()
+        index.storage_length = max(index.storage_length, storage_length)
+
+    def evicted(self, segment_id: int) -> None:
+        """A segment left memory: nothing of it is needed here any more."""
+        index = self.indexes.pop(segment_id, None)
+        if index is not None:
+            index.drop()
+        self.retention.deleted(segment_id)
 
     # -- what the Storage Writer reports back ------------------------------------------------
 

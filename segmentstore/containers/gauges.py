@@ -4,6 +4,7 @@ read, and the health checks the supervisor asks before it recovers a failed cont
 from __future__ import annotations
 
 from segmentstore.containers.retention import RetentionEnforcer
+from segmentstore.logs.operation_log import OperationLog
 from segmentstore.metadata.container_metadata import ContainerMetadata
 from segmentstore.tier1 import DurableDataLog
 from segmentstore.writer.writer import Writer
@@ -13,17 +14,34 @@ class ContainerGauges:
     """Read-only views over the state a :class:`SegmentContainer` keeps."""
 
     _durable: ContainerMetadata
+    _log: OperationLog | None
     _data_log: DurableDataLog | None
     _writer: Writer | None
     _retention_enforcer: RetentionEnforcer | None
 
     @property
     def segment_count(self) -> int:
+        """Every segment the container holds, active or not."""
+        return self._durable.segment_count
+
+    @property
+    def active_segment_count(self) -> int:
+        """The segments in memory now."""
         return len(self._durable.segments)
 
     @property
     def last_sequence(self) -> int:
         return self._durable.sequence
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        """The size of the last checkpoint (it grows with the active segments)."""
+        return 0 if self._log is None else self._log.checkpoint_bytes
+
+    @property
+    def tier1_written_bytes(self) -> int:
+        """Bytes written to Tier 1 since the container last started."""
+        return 0 if self._log is None else self._log.written_bytes
 
     @property
     def tier1_bytes(self) -> int:

@@ -20,8 +20,8 @@ from segmentstore.reading.read_index import ReadIndexFactory, SegmentReadIndex
 from segmentstore.settings import CacheSettings, DurableLogSettings, StorageWriterSettings
 from segmentstore.tier1 import DurableDataLog
 from segmentstore.tier2 import ChunkStorage
-from segmentstore.writer.storage_writer import StorageWriter, WriterHost
-from segmentstore.writer.writer import Writer, WriterFactory
+from segmentstore.writer.storage_writer import StorageWriter
+from segmentstore.writer.writer import Writer, WriterFactory, WriterHost
 
 
 @dataclass(frozen=True)

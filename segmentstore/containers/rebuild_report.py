@@ -1,10 +1,14 @@
 """What a rebuild from Tier 2 restored, and what it could not: the operator's record of it.
 
-Tier 2 keeps, per segment, only what its manifest says: name, segment id, start offset,
-storage length and whether it is sealed. Everything else a segment had lived in Tier 1 alone
-and is gone with it (:data:`LOST_WITH_TIER1`), and so is every segment that never reached
-Tier 2. The report says so per segment (a log line each), in a summary line, and as a JSON
-document kept in the data directory (``docs/formats.md``, the rebuild report).
+Tier 2 keeps, per segment, what its manifest says: name, segment id, start offset, storage
+length, whether it is sealed, and, when the manifest is complete (its state was saved with the
+last bytes it names: a segment that had left memory, or that was flushed whole), everything
+else the segment carries (attributes, writer sequences, retention, times). What was appended
+after the last flush is lost with Tier 1 (:data:`LOST_WITH_TIER1`); for a segment whose
+manifest is not complete, so is its state (:data:`LOST_WITHOUT_STATE`); and so is every
+segment that never reached Tier 2. The report says so per segment (a log line each), in a
+summary line, and as a JSON document kept in the data directory (``docs/formats.md``, the
+rebuild report).
 """
 
 from __future__ import annotations
@@ -26,11 +30,15 @@ REPORT_FORMAT = 1
 
 # What each rebuilt segment had in Tier 1 only.
 LOST_WITH_TIER1 = (
+    "what changed after the segment's last flush to Tier 2 (bytes appended, attributes,"
+    " retention, exactly-once sequences)",
+)
+# What a segment whose manifest did not keep its state had in Tier 1 only.
+LOST_WITHOUT_STATE = (
     "attributes",
     "writer ids and sequence numbers (exactly-once appends)",
     "retention policy",
     "creation and modification times (set to the rebuild time)",
-    "bytes appended after the last flush to Tier 2",
 )
 LOST_SEGMENTS = "segments whose bytes never reached Tier 2 (they have no manifest)"
 
@@ -42,6 +50,8 @@ class RebuiltSegment:
     start_offset: int
     length: int
     sealed: bool
+    # whether its manifest kept its state (attributes, writer sequences, ...): restored too
+    state_kept: bool = False
     # the byte ranges Tier 2 holds but cannot prove (checksums that fail, a chunk short or
     # missing): restored as part of the length, but every read of them is refused
     damaged: tuple[str, ...] = ()
@@ -54,6 +64,7 @@ class RebuiltSegment:
             manifest.start_offset,
             manifest.storage_length,
             manifest.sealed,
+            manifest.complete,
             damaged,
         )
 
@@ -64,6 +75,7 @@ class RebuiltSegment:
             "start_offset": self.start_offset,
             "length": self.length,
             "sealed": self.sealed,
+            "state_kept": self.state_kept,
             "damaged": list(self.damaged),
         }
 
@@ -104,6 +116,7 @@ class RebuildReport:
             "rebuilt_at_ms": self.rebuilt_at_ms,
             "tier2_uri": self.tier2_uri,
             "lost_for_every_segment": list(LOST_WITH_TIER1),
+            "lost_where_state_not_kept": list(LOST_WITHOUT_STATE),
             "lost_entirely": LOST_SEGMENTS,
             "containers": [c.to_json() for c in self.containers],
         }
@@ -111,6 +124,7 @@ class RebuildReport:
     def log_lines(self) -> None:
         """One warning per rebuilt segment and per kept container, then the summary."""
         lost = ", ".join(LOST_WITH_TIER1)
+        lost_state = ", ".join((*LOST_WITHOUT_STATE, *LOST_WITH_TIER1))
         for container in self.containers:
             if container.kept:
                 log.warning(
@@ -129,18 +143,21 @@ class RebuildReport:
                     s.start_offset,
                     s.length,
                     ", sealed" if s.sealed else "",
-                    lost,
+                    lost if s.state_kept else lost_state,
                 )
                 for damage in s.damaged:
                     log.error("rebuilt %r holds damaged bytes in Tier 2: %s", s.name, damage)
         rebuilt = [c.container for c in self.containers if not c.kept]
         log.warning(
             "rebuilt Tier 1 of containers %s from Tier 2 at %s: %d segments restored with every"
-            " flushed byte; lost for each: %s; lost entirely: %s",
+            " flushed byte (%d with their state); lost for each: %s; for those without their"
+            " state also: %s; lost entirely: %s",
             rebuilt,
             self.tier2_uri,
             self.segments,
+            sum(s.state_kept for c in self.containers if not c.kept for s in c.segments),
             lost,
+            ", ".join(LOST_WITHOUT_STATE),
             LOST_SEGMENTS,
         )
 

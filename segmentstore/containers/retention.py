@@ -77,6 +77,7 @@ class RetentionEnforcer:
                 continue
             lag_ms = max(lag_ms, await self._lag_ms(segment, now_ms))
             cut = await self.cut(segment, now_ms)
+            await self._note_due(segment, cut)
             if cut > segment.start_offset:
                 before = segment.start_offset
                 try:
@@ -100,6 +101,25 @@ class RetentionEnforcer:
                 await self._lookup.boundary_at_or_below(segment, segment.length - keep_bytes)
             )
         return max(cuts)
+
+    async def _note_due(self, segment: SegmentMetadata, cut: int) -> None:
+        """When the segment's time policy next has data to expire: once the segment is idle
+        and leaves memory, the container brings it back then (the retention watch)."""
+        time_ms = segment.retention.get("time_ms")
+        if time_ms is None:
+            return
+        if cut > segment.start_offset:
+            segment.retention_due_ms = 0  # to be truncated now: known again next round
+            return
+        oldest = await self._lookup.oldest_time(segment)
+        # Nothing stored (or no time known): look again at the next appends' pace.
+        segment.retention_due_ms = (
+            oldest + time_ms if oldest is not None else self._now_ms() + time_ms
+        )
+
+    @staticmethod
+    def _now_ms() -> int:
+        return time.time_ns() // 1_000_000
 
     async def _lag_ms(self, segment: SegmentMetadata, now_ms: int) -> int:
         time_ms = segment.retention.get("time_ms")

@@ -5,8 +5,10 @@ container's log is started anew with one metadata checkpoint made from the manif
 segments that map to it: name, segment id (kept: the manifest and the keys of new chunks carry
 it), start offset, length = storage length, and the seal. The container then recovers from
 that checkpoint like from any other, and its Storage Writer flushes new appends after the
-restored length into new chunks. What Tier 2 does not keep is lost, and the report names it
-(:mod:`.rebuild_report`). Every byte adopted is read back and verified against its chunk's
+restored length into new chunks. A segment whose manifest is complete (it keeps the segment's
+state) is not written into the checkpoint at all: it is an inactive segment, loaded back from
+its manifest, state and all, on first use. What Tier 2 does not keep is lost, and the report
+names it (:mod:`.rebuild_report`). Every byte adopted is read back and verified against its chunk's
 checksums first: a damaged range (a checksum that fails, a chunk short or missing) is
 restored as part of the length, so that the segment's offsets stay those its writers were
 told, and named in the report; reads of it are refused (``data_corrupted``).
@@ -56,26 +58,38 @@ def segments_by_container(
 def metadata_from_manifests(
     container_id: int, manifests: Iterable[SegmentManifest], now_ms: int
 ) -> ContainerMetadata:
-    """Container metadata that knows exactly what Tier 2 holds of each segment."""
+    """Container metadata that knows exactly what Tier 2 holds of each segment. A segment
+    whose manifest is complete stays out of memory (it loads from its manifest, state and
+    all, on its first use); one whose manifest is not is active, with what Tier 2 holds of it
+    and without the state its manifest cannot vouch for."""
     metadata = ContainerMetadata(container_id)
+    ids: dict[int, str] = {}
     for m in manifests:
-        other = metadata.by_id.get(m.segment_id)
-        if other is not None:
+        other = ids.setdefault(m.segment_id, m.name)
+        if other != m.name:
             raise InvalidArgumentError(
-                f"the manifests of {other.name!r} and {m.name!r} in container {container_id}"
+                f"the manifests of {other!r} and {m.name!r} in container {container_id}"
                 f" both carry segment id {m.segment_id}: Tier 2 is inconsistent, not rebuilding"
             )
+        metadata.segment_count += 1
+        metadata.next_segment_id = max(metadata.next_segment_id, m.segment_id + 1)
+        if m.complete:
+            continue
+        state = m.state
         metadata.add(
             SegmentMetadata(
                 id=m.segment_id,
                 name=m.name,
-                created_ms=now_ms,
-                last_modified_ms=now_ms,
+                created_ms=now_ms if state is None else state.created_ms,
+                last_modified_ms=now_ms if state is None else state.last_modified_ms,
                 start_offset=m.start_offset,
                 length=m.storage_length,
                 storage_length=m.storage_length,
                 sealed=m.sealed,
                 sealed_in_storage=m.sealed,
+                # Writer sequences of appends Tier 2 may lack would refuse their retries.
+                attributes={} if state is None else dict(state.attributes),
+                retention={} if state is None else dict(state.retention),
             )
         )
     return metadata

@@ -100,15 +100,21 @@ def murmur3_x64_128(data: bytes, seed: int) -> bytes:
     length = len(data)
     n_body = length - (length % 16)
 
+    # The mixing steps are written out rather than called: every new segment name is hashed
+    # once, and a call per step doubled the cost.
+    m = _MASK64
+    c1, c2 = _C1, _C2
     for k1, k2 in _BLOCKS.iter_unpack(data[:n_body]):
-        h1 ^= _mix_k1(k1)
-        h1 = _rotl64(h1, 27)
-        h1 = (h1 + h2) & _MASK64
-        h1 = (h1 * 5 + 0x52DC_E729) & _MASK64
-        h2 ^= _mix_k2(k2)
-        h2 = _rotl64(h2, 31)
-        h2 = (h2 + h1) & _MASK64
-        h2 = (h2 * 5 + 0x3849_5AB5) & _MASK64
+        k1 = (k1 * c1) & m
+        k1 = (((k1 << 31) | (k1 >> 33)) & m) * c2 & m
+        h1 ^= k1
+        h1 = ((h1 << 27) | (h1 >> 37)) & m
+        h1 = ((h1 + h2) * 5 + 0x52DC_E729) & m
+        k2 = (k2 * c2) & m
+        k2 = (((k2 << 33) | (k2 >> 31)) & m) * c1 & m
+        h2 ^= k2
+        h2 = ((h2 << 31) | (h2 >> 33)) & m
+        h2 = ((h2 + h1) * 5 + 0x3849_5AB5) & m
 
     tail = data[n_body:]
     if len(tail) > 8:
@@ -116,14 +122,14 @@ def murmur3_x64_128(data: bytes, seed: int) -> bytes:
     if tail:
         h1 ^= _mix_k1(int.from_bytes(tail[:8], "little"))
 
-    h1 ^= length & _MASK64
-    h2 ^= length & _MASK64
-    h1 = (h1 + h2) & _MASK64
-    h2 = (h2 + h1) & _MASK64
+    h1 ^= length
+    h2 ^= length
+    h1 = (h1 + h2) & m
+    h2 = (h2 + h1) & m
     h1 = _fmix64(h1)
     h2 = _fmix64(h2)
-    h1 = (h1 + h2) & _MASK64
-    h2 = (h2 + h1) & _MASK64
+    h1 = (h1 + h2) & m
+    h2 = (h2 + h1) & m
     return h1.to_bytes(8, "little") + h2.to_bytes(8, "little")
 
 

@@ -92,6 +92,9 @@ def node_settings(
             "retry_max_ms": 1000,
         },
         "durable_log": {"checkpoint_every_frames": checkpoint_frames},
+        # Segments idle for two seconds leave memory and are loaded back on their next append
+        # or read: a drill over many segments keeps evicting and loading under its faults.
+        "metadata": {"idle_eviction_ms": 2000, "max_active_segments": 20_000},
         "tier1": {"segment_bytes": 4 << 20},
         "cache": {"max_bytes": 256 << 20},
         "tier2": {"uri": tier2_uri, "options": tier2_options},

@@ -13,6 +13,7 @@ import asyncio
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -24,6 +25,9 @@ from segmentstore.drill.payload import HEADER_BYTES, parse, record
 
 _RETRY_MIN_S = 0.05
 _RETRY_MAX_S = 1.0
+_SKEW = 3  # the power a uniform draw is raised to before it picks a segment
+_CREATORS = 32  # segments created at once before the load starts
+_CREATION_PROGRESS_EVERY_S = 5.0
 # Answers after which the same append is simply sent again.
 RETRIED_STATUSES = frozenset({429, 502, 503, 504, 507})
 AnsweredBy = tuple[str, str | None, float, float]
@@ -90,11 +94,26 @@ class Load:
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def create_segments(self) -> None:
-        for name in self.segments:
-            answer = await answered(self._client, "PUT", segment_path(name))
-            if answer.status_code not in (201, 409):
-                raise RuntimeError(f"cannot create {name}: {answer.status_code} {answer.text}")
+    async def create_segments(self, created: Callable[[int], None] = lambda _count: None) -> None:
+        """Create every segment (an existing one is fine); ``created`` hears the count made so
+        far every few seconds, and once at the end (hundreds of thousands take minutes)."""
+        names = iter(self.segments)
+        done = 0
+        told = time.monotonic()
+
+        async def creator() -> None:
+            nonlocal done, told
+            for name in names:
+                answer = await answered(self._client, "PUT", segment_path(name))
+                if answer.status_code not in (201, 409):
+                    raise RuntimeError(f"cannot create {name}: {answer.status_code} {answer.text}")
+                done += 1
+                if time.monotonic() - told >= _CREATION_PROGRESS_EVERY_S:
+                    told = time.monotonic()
+                    created(done)
+
+        await asyncio.gather(*(creator() for _ in range(min(_CREATORS, len(self.segments)))))
+        created(done)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -115,8 +134,12 @@ class Load:
     # -- writers ------------------------------------------------------------------------
 
     async def _write(self, writer: int, rng: random.Random) -> None:
+        count = len(self.segments)
         while not self._stopping.is_set():
-            name = rng.choice(self.segments)
+            # A skewed popularity: a few segments take most appends, most are touched now and
+            # then, so that over many segments some keep going idle, leaving the node's memory
+            # and coming back (half the appends go to the first eighth of the segments).
+            name = self.segments[int(count * rng.random() ** _SKEW)]
             ledger = self.ledgers[name]
             seq = ledger.last_seq.get(writer, 0) + 1
             size = rng.randint(*self._payload_bytes)

@@ -98,7 +98,9 @@ async def _drill(
         options.payload_bytes,
         rng.randrange(1 << 30),
     )
-    await load.create_segments()
+    await load.create_segments(
+        lambda count: progress(f"created {count:,} of {len(names):,} segments", report, 0.0)
+    )
     containers = (await answered(client, "GET", "/v1/containers")).json()["containers"]
     probes = await find_probes(client, len(containers))
     context = FaultContext(

@@ -18,6 +18,7 @@ from segmentstore.drill.payload import parse, record
 # A piece each read: small enough to be answered well within a client's timeout even when a
 # loaded owner forwards it from Tier 2.
 _READ_BYTES = 4 << 20
+_VERIFIERS = 8  # segments read back (or retried) at once
 
 
 class VerifyError(RuntimeError):
@@ -71,27 +72,21 @@ async def verify_all(
     """
     verdict = Verdict()
     unreadable: list[str] = []
-    for name, live in load.ledgers.items():
-        ledger = copy.deepcopy(live)  # before the read: all of it was acknowledged by then
-        start = (since or {}).get(name, 0)
-        try:
-            start, data, failure = await _read_from(
-                client, name, start, 0.0 if unreadable else timeout_s
-            )
-        except VerifyError as error:  # not even its length
-            unread = sum(1 for offset, _ in ledger.acknowledged.values() if offset >= start)
-            unreadable.append(f"{name} ({unread} acknowledged from {start}): {error}")
-            verdict.count_lost(f"unreadable: {error.reason}", unread)
-            continue
-        if failure is None:
-            verdict.add(check(name, ledger, parse(data, base=start), start + len(data), start))
-            continue
-        # What was read is checked; the acknowledged records past it are lost, and why.
-        parsed = parse(data, base=start, final=False)
-        end = parsed.end if parsed.torn_at is None else parsed.torn_at
-        unreadable.append(f"{name} from {end}: {failure}")
-        reason = f"unreadable: {failure.reason}"
-        verdict.add(check(name, ledger, parsed, end, start, reason))
+    # A segment with nothing acknowledged since it was last checked needs no read: with many
+    # segments, most are untouched between two faults.
+    names = iter(
+        name
+        for name, live in load.ledgers.items()
+        if since is None
+        or name not in since
+        or any(offset >= since[name] for offset, _ in live.acknowledged.values())
+    )
+
+    async def verifier() -> None:
+        for name in names:
+            await _verify_one(name, load, client, timeout_s, since, unreadable, verdict)
+
+    await asyncio.gather(*(verifier() for _ in range(_VERIFIERS)))
     verdict.problems.extend(f"could not verify {why}" for why in unreadable[:10])
     return verdict
 
@@ -101,6 +96,37 @@ def _error_code(answer: httpx.Response) -> str:
         return str(answer.json()["error"]["code"])
     except (ValueError, KeyError, TypeError):
         return "no error code"
+
+
+async def _verify_one(
+    name: str,
+    load: Load,
+    client: httpx.AsyncClient,
+    timeout_s: float,
+    since: Mapping[str, int] | None,
+    unreadable: list[str],
+    verdict: Verdict,
+) -> None:
+    ledger = copy.deepcopy(load.ledgers[name])  # before the read: all of it was acknowledged
+    start = (since or {}).get(name, 0)
+    try:
+        start, data, failure = await _read_from(
+            client, name, start, 0.0 if unreadable else timeout_s
+        )
+    except VerifyError as error:  # not even its length
+        unread = sum(1 for offset, _ in ledger.acknowledged.values() if offset >= start)
+        unreadable.append(f"{name} ({unread} acknowledged from {start}): {error}")
+        verdict.count_lost(f"unreadable: {error.reason}", unread)
+        return
+    if failure is None:
+        verdict.add(check(name, ledger, parse(data, base=start), start + len(data), start))
+        return
+    # What was read is checked; the acknowledged records past it are lost, and why.
+    parsed = parse(data, base=start, final=False)
+    end = parsed.end if parsed.torn_at is None else parsed.torn_at
+    unreadable.append(f"{name} from {end}: {failure}")
+    reason = f"unreadable: {failure.reason}"
+    verdict.add(check(name, ledger, parsed, end, start, reason))
 
 
 async def _read_from(
@@ -136,10 +162,17 @@ async def _read_from(
 
 async def exactly_once_failures(load: Load, client: httpx.AsyncClient) -> list[str]:
     """Send every writer's last resolved append of every segment again: each must be answered
-    ``duplicate`` and append nothing."""
-    failures = []
-    for name, ledger in load.ledgers.items():
-        for writer, seq in ledger.last_seq.items():
+    ``duplicate`` and append nothing (most segments left the node's memory long before, and
+    are loaded back to answer)."""
+    failures: list[str] = []
+    retries = iter(
+        (name, writer, seq)
+        for name, ledger in load.ledgers.items()
+        for writer, seq in ledger.last_seq.items()
+    )
+
+    async def retrier() -> None:
+        for name, writer, seq in retries:
             data = record(writer, seq, 16)  # the body does not matter: it must not land
             headers = {"Writer-Id": f"drill-w{writer}", "Writer-Seq": str(seq)}
             # Sent until it is not refused (503 while its container moves, in a cluster).
@@ -148,4 +181,6 @@ async def exactly_once_failures(load: Load, client: httpx.AsyncClient) -> list[s
             )
             if answer.status_code != 200 or not answer.json().get("duplicate"):
                 failures.append(f"{name}: retry of {writer}/{seq} got {answer.text[:200]}")
+
+    await asyncio.gather(*(retrier() for _ in range(_VERIFIERS)))
     return failures

@@ -17,9 +17,12 @@ window through :meth:`settled` instead: a rare path, which keeps the common one 
 future per operation.
 
 A metadata checkpoint is injected every ``checkpoint_every_frames`` frames or
-``checkpoint_every_bytes`` bytes. After a checkpoint is durable, Tier 1 is truncated at the
-newest durable checkpoint that precedes every operation still needed (``needed_sequence``),
-so the log always starts with a checkpoint and recovery stays bounded.
+``checkpoint_every_bytes`` bytes, but never before the log has grown by as much as the last
+checkpoint took: a checkpoint's size grows with the active segments, so checkpoints never take
+more than about half of what Tier 1 writes, or of the processor's time. After a checkpoint is
+durable, Tier 1 is truncated at the newest durable checkpoint that precedes every operation
+still needed (``needed_sequence``), so the log always starts with a checkpoint and recovery
+stays bounded.
 
 A Tier 1 failure is final for this instance: every pending and later operation fails with
 ``ContainerUnavailableError`` and ``on_failure`` is told; the container must be recovered anew.
@@ -106,6 +109,8 @@ class DurableLog:
         self._in_flight_bytes = 0
         self._frames_since_checkpoint = 0
         self._bytes_since_checkpoint = 0
+        self._last_checkpoint_bytes = 0
+        self._written_bytes = 0
         self._checkpoint_pending = False
         self._durable_checkpoints: deque[tuple[int, int]] = deque()  # (sequence, address)
         self._truncated_below = 0
@@ -130,6 +135,16 @@ class DurableLog:
     @property
     def in_flight_bytes(self) -> int:
         return self._in_flight_bytes
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        """The size of the last checkpoint written (it grows with the active segments)."""
+        return self._last_checkpoint_bytes
+
+    @property
+    def written_bytes(self) -> int:
+        """Bytes of frames handed to Tier 1 since this log started."""
+        return self._written_bytes
 
     @property
     def queue_depth(self) -> int:
@@ -267,6 +282,7 @@ class DurableLog:
                     window.written.append(op)
                     if type(op) is CheckpointOperation:
                         window.checkpoints.append(op)
+                        self._last_checkpoint_bytes = len(op.body)
             builder.add_all(window.written)
             frames = builder.take_frames()
             for frame in frames:
@@ -282,11 +298,12 @@ class DurableLog:
         self._frames_submitted += 1
         self._frames_since_checkpoint += 1
         self._bytes_since_checkpoint += frame.size
+        self._written_bytes += frame.size
         s = self._settings
         if (
             self._frames_since_checkpoint >= s.checkpoint_every_frames
             or self._bytes_since_checkpoint >= s.checkpoint_every_bytes
-        ):
+        ) and self._bytes_since_checkpoint >= self._last_checkpoint_bytes:
             self._frames_since_checkpoint = self._bytes_since_checkpoint = 0
             self._checkpoint_pending = True
 

@@ -55,6 +55,7 @@ class CreateSegmentOperation(Operation):
 
     def apply(self, metadata: ContainerMetadata) -> None:
         metadata.sequence = self.sequence
+        metadata.segment_count += 1
         metadata.add(
             SegmentMetadata(
                 id=self.segment_id,
@@ -63,6 +64,7 @@ class CreateSegmentOperation(Operation):
                 last_modified_ms=self.time_ms,
                 attributes=dict(self.attributes),
                 retention=dict(self.retention),
+                last_sequence=self.sequence,
             )
         )
 
@@ -122,6 +124,7 @@ class SealOperation(_SegmentOperation):
         segment = segment_by_id(metadata, self.segment_id)
         segment.sealed = True
         segment.last_modified_ms = self.time_ms
+        segment.last_sequence = self.sequence
 
 
 class TruncateOperation(_SegmentOperation):
@@ -146,6 +149,7 @@ class TruncateOperation(_SegmentOperation):
         segment = segment_by_id(metadata, self.segment_id)
         segment.start_offset = max(segment.start_offset, self.offset)
         segment.last_modified_ms = self.time_ms
+        segment.last_sequence = self.sequence
         if metadata.keeps_time_index:
             segment.time_index.forget_below(segment.start_offset)
 
@@ -197,9 +201,11 @@ class MergeOperation(Operation):
             target.time_index.add(target.length, self.time_ms)
         target.length += self.source_length
         target.last_modified_ms = self.time_ms
+        target.last_sequence = self.sequence
         # Replayed operations carry ids only; the Storage Writer needs the names.
         self.target, self.source = target.name, source.name
         metadata.remove(self.source_id)
+        metadata.segment_count -= 1
 
     def _fields(self) -> dict[str, Any]:
         return {
@@ -232,6 +238,7 @@ class DeleteSegmentOperation(_SegmentOperation):
         metadata.sequence = self.sequence
         self.name = segment_by_id(metadata, self.segment_id).name  # replay knows only the id
         metadata.remove(self.segment_id)
+        metadata.segment_count -= 1
 
 
 class UpdateAttributesOperation(_SegmentOperation):
@@ -258,6 +265,7 @@ class UpdateAttributesOperation(_SegmentOperation):
         segment = segment_by_id(metadata, self.segment_id)
         segment.attributes.update(self.values)
         segment.last_modified_ms = self.time_ms
+        segment.last_sequence = self.sequence
 
     def _fields(self) -> dict[str, Any]:
         return {"id": self.segment_id, "time_ms": self.time_ms, "values": self.values}
@@ -293,6 +301,7 @@ class SetRetentionOperation(_SegmentOperation):
         segment = segment_by_id(metadata, self.segment_id)
         segment.retention = dict(self.retention)
         segment.last_modified_ms = self.time_ms
+        segment.last_sequence = self.sequence
 
     def _fields(self) -> dict[str, Any]:
         return {"id": self.segment_id, "time_ms": self.time_ms, "retention": self.retention}
@@ -302,3 +311,50 @@ class SetRetentionOperation(_SegmentOperation):
         op = cls("", fields["retention"], fields["id"])
         op.time_ms = fields["time_ms"]
         return op
+
+
+class LoadSegmentOperation(Operation):
+    """Tells Tier 1 of a segment that was loaded back from Tier 2, with the state its manifest
+    kept, before the first change to it: the state travels in the operation, so replay never
+    reads Tier 2. A segment that replay already holds (from a checkpoint older than its
+    eviction) is replaced by it: the same state, or a later one."""
+
+    __slots__ = ("segment",)
+    kind = Kind.LOAD
+
+    def __init__(self, segment: SegmentMetadata) -> None:
+        super().__init__()
+        self.segment = segment
+
+    @property
+    def segment_id(self) -> int:
+        return self.segment.id
+
+    def prepare(self, metadata: ContainerMetadata) -> bool:
+        present = metadata.segments.get(self.segment.name)
+        if present is not None and present.logged:
+            return False  # Tier 1 knows it already: nothing to write
+        self.apply(metadata)
+        return True
+
+    def apply(self, metadata: ContainerMetadata) -> None:
+        metadata.sequence = self.sequence
+        present = metadata.by_id.get(self.segment.id)
+        if present is not None and present.name == self.segment.name and not present.logged:
+            # The very state it was loaded with (nothing changes an unlogged segment): keep
+            # the object, which calls may hold pinned.
+            present.logged = True
+            present.last_sequence = self.sequence
+            return
+        if present is not None:
+            metadata.remove(self.segment.id)
+        loaded = self.segment.copy()
+        loaded.logged, loaded.last_sequence = True, self.sequence
+        metadata.add(loaded)
+
+    def _fields(self) -> dict[str, Any]:
+        return self.segment.to_dict()
+
+    @classmethod
+    def _from_fields(cls, fields: dict[str, Any]) -> Operation:
+        return cls(SegmentMetadata.from_dict(fields))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from segmentstore.logs.metadata_operations import (
     CreateSegmentOperation,
     DeleteSegmentOperation,
+    LoadSegmentOperation,
     MergeOperation,
     SealOperation,
     SetRetentionOperation,
@@ -31,6 +32,7 @@ _KINDS: dict[Kind, type[Operation]] = {
         DeleteSegmentOperation,
         UpdateAttributesOperation,
         SetRetentionOperation,
+        LoadSegmentOperation,
     )
 }
 

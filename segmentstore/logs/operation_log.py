@@ -44,6 +44,16 @@ class OperationLog(Protocol):
         the Storage Writer advances in both copies."""
         ...
 
+    @property
+    def checkpoint_bytes(self) -> int:
+        """The size of the last checkpoint written (0 before the first)."""
+        ...
+
+    @property
+    def written_bytes(self) -> int:
+        """Bytes of frames handed to Tier 1 since the log started."""
+        ...
+
     def start(self) -> None:
         """Start processing. Call once, before the first operation."""
         ...

@@ -48,6 +48,7 @@ class Kind(IntEnum):
     DELETE = 7
     ATTRIBUTES = 8
     RETENTION = 9
+    LOAD = 10
 
 
 APPEND_KIND = int(Kind.APPEND)  # a plain int: an enum member costs a lookup on every append
@@ -121,20 +122,25 @@ def segment_by_id(metadata: ContainerMetadata, segment_id: int) -> SegmentMetada
 
 
 class CheckpointOperation(Operation):
-    """A snapshot of the whole container metadata: recovery can start here."""
+    """A snapshot of the container metadata (its active segments): recovery can start here."""
 
-    __slots__ = ("snapshot",)
+    __slots__ = ("body", "snapshot")
     kind = Kind.CHECKPOINT
     addressed = True
 
     def __init__(self, snapshot: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.snapshot = snapshot or {}
+        self.body = b""  # the encoded snapshot, once prepared
 
     def prepare(self, metadata: ContainerMetadata) -> bool:
         metadata.sequence = self.sequence
         self.snapshot = metadata.snapshot()
+        self.body = json.dumps(self.snapshot, separators=(",", ":")).encode()
         return True
+
+    def _encode_body(self) -> list[Buffer]:
+        return [self.body or json.dumps(self.snapshot, separators=(",", ":")).encode()]
 
     def apply(self, metadata: ContainerMetadata) -> None:
         metadata.sequence = self.sequence
@@ -241,6 +247,7 @@ class AppendOperation(Operation):
         metadata.sequence = self.sequence
         segment.length = self.length_after = end = offset + self.size
         segment.last_modified_ms = time_ms
+        segment.last_sequence = self.sequence
         if metadata.keeps_time_index:
             segment.time_index.record(offset, end, time_ms, metadata.time_index_interval)
         if self.writer_id is not None:
@@ -270,7 +277,7 @@ class AppendOperation(Operation):
         last = run[-1]
         segment.length = length
         segment.last_modified_ms = last.time_ms
-        metadata.sequence = last.sequence
+        segment.last_sequence = metadata.sequence = last.sequence
 
     def encode(self) -> tuple[list[Buffer], int]:
         if self.writer_id is None:

@@ -43,8 +43,12 @@ class Tier1Retention:
     def release(self, segment_id: int, below_offset: int) -> None:
         """Bytes below ``below_offset`` are truncated or in Tier 2: Tier 1 need not keep them."""
         ranges = self._ranges.get(segment_id)
+        if ranges is None:
+            return
         while ranges and ranges[0][_END] <= below_offset:
             ranges.popleft()
+        if not ranges:
+            del self._ranges[segment_id]  # nothing per segment outlives its Tier 1 bytes
 
     def merged(self, source_id: int, target_id: int, target_offset: int) -> None:
         """The source's bytes now sit in the target, its offset 0 at ``target_offset``."""

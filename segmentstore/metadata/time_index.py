@@ -44,6 +44,13 @@ class SegmentTimeIndex:
             index.last_entry_offset, index.last_time_ms = entries[-1]
         return index
 
+    def copy(self) -> SegmentTimeIndex:
+        twin = SegmentTimeIndex()
+        twin.offsets.extend(self.offsets)
+        twin.times.extend(self.times)
+        twin.last_entry_offset, twin.last_time_ms = self.last_entry_offset, self.last_time_ms
+        return twin
+
     def __len__(self) -> int:
         return len(self.offsets)
 

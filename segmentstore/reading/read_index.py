@@ -232,6 +232,11 @@ class SegmentReadIndex:
     def entries(self) -> int:
         return len(self._tree)
 
+    @property
+    def in_use(self) -> bool:
+        """Whether a tail reader waits on it or the Storage Writer holds views of it."""
+        return bool(self._tail_waiters) or self._pins > 0
+
     # -- tail readers ---------------------------------------------------------------------
 
     async def wait_for_change(self, timeout_s: float) -> None:

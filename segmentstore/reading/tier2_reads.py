@@ -29,6 +29,11 @@ class Tier2Reads:
         self._cache = cache
         self._block = block_bytes
 
+    def list_names(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        """Blocking: the names of the segments whose manifests Tier 2 holds, that start with
+        ``prefix`` and come after ``after``, in order, at most ``limit`` (None: all)."""
+        return self._reader.list_names(prefix, after=after, limit=limit)
+
     async def read(self, name: str, offset: int, length: int) -> bytes:
         """Bytes of ``name`` straight from Tier 2, not cached."""
         return await asyncio.to_thread(self._reader.read, name, offset, length)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from segmentstore.observations import Observations
 from segmentstore.tier2 import ChunkStorage
-from segmentstore.tier2.chunk_storage import Buffer
+from segmentstore.tier2.chunk_storage import Buffer, StampedKeys
 
 
 def _size(parts: Sequence[Buffer]) -> int:
@@ -50,8 +50,13 @@ class ObservedChunkStorage(ChunkStorage):
     def delete(self, key: str) -> None:
         self.inner.delete(key)
 
-    def list(self, prefix: str) -> list[str]:
-        return self.inner.list(prefix)
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        return self.inner.list(prefix, start_after, limit)
+
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        return self.inner.list_stamped(prefix)
 
     def get(self, key: str) -> tuple[bytes, str] | None:
         return self.inner.get(key)

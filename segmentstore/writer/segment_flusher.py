@@ -21,9 +21,15 @@ from segmentstore.tier2 import (
     ChunkStorage,
     ManifestStore,
     SegmentManifest,
+    SegmentState,
     chunk_key,
 )
-from segmentstore.tier2.chunk_index import index_object_key, retime_index
+from segmentstore.tier2.chunk_index import (
+    INLINE_INDEX_BYTES,
+    index_object_key,
+    retime_index,
+    retimed_inline,
+)
 
 
 @dataclasses.dataclass(slots=True)
@@ -60,19 +66,39 @@ class SegmentFlusher:
         self._max_chunk = max_chunk_bytes
         self._max_chunk_age_s = max_chunk_age_ms / 1000
         self.manifest: SegmentManifest | None = None
+        # Whether ``manifest`` is what Tier 2 holds (None then means none): read, or known
+        # from a segment created since, whose manifest this flusher is the first to write.
+        self.known = False
         self._token: str | None = None
         self._open_chunk: _OpenChunk | None = None
+        # The segment's state for the next save (the writer sets it before each step), the
+        # sequence number of the last operation it includes, and that of the state saved last.
+        self.state: SegmentState | None = None
+        self.state_sequence = -1
+        self.saved_sequence = -1
 
     # -- state ----------------------------------------------------------------------------
 
     def load(self) -> SegmentManifest | None:
         """Read the manifest; one of an older incarnation of the name counts as none."""
         loaded = self._manifests.load(self.name)
+        self.saved_sequence = -1
+        self.known = True
         if loaded is None or loaded[0].segment_id != self.segment_id:
             self.manifest, self._token = None, None
             return None
         self.manifest, self._token = loaded
         return self.manifest
+
+    @property
+    def complete(self) -> bool:
+        """Whether the manifest keeps all of the segment as of ``state_sequence``: its state
+        was saved at that point, and every byte of it is in Tier 2."""
+        return (
+            self.manifest is not None
+            and self.manifest.complete
+            and self.saved_sequence >= self.state_sequence
+        )
 
     @property
     def storage_length(self) -> int:
@@ -83,14 +109,35 @@ class SegmentFlusher:
         return 0 if self.manifest is None else self.manifest.start_offset
 
     def _save(self, manifest: SegmentManifest) -> None:
-        self._token = self._manifests.save(manifest, self._token, self._epoch)
+        try:
+            self._token = self._manifests.save(manifest, self._token, self._epoch)
+        except BaseException:
+            # The save may have landed all the same (a timeout after S3 took it): until the
+            # manifest is read again, nothing here may be trusted, least of all that a chunk
+            # key no manifest names is free to be replaced.
+            self.manifest, self._token, self._open_chunk = None, None, None
+            self.known = False
+            raise
         # What save stored: our epoch, and one version above the manifest it replaced.
         previous = 0 if self.manifest is None else self.manifest.version
         self.manifest = dataclasses.replace(manifest, owner_epoch=self._epoch, version=previous + 1)
+        self.saved_sequence = self.state_sequence
+
+    def save_state(self) -> None:
+        """Make the manifest keep ``state`` (writing it only if it keeps another): the last
+        step before the segment may leave memory."""
+        if self.manifest is not None and self.manifest.state == self.state:
+            self.saved_sequence = self.state_sequence
+            return
+        self._save(self._base())
 
     def _base(self) -> SegmentManifest:
+        """The manifest the next save starts from: the current one with the current state
+        (none if no state was given: a save must not keep a state older than its bytes)."""
         if self.manifest is not None:
-            return self.manifest
+            if self.manifest.state == self.state:
+                return self.manifest
+            return dataclasses.replace(self.manifest, state=self.state)
         return SegmentManifest(
             name=self.name,
             segment_id=self.segment_id,
@@ -100,6 +147,7 @@ class SegmentFlusher:
             sealed=False,
             owner_epoch=self._epoch,
             version=0,
+            state=self.state,
         )
 
     # -- steps ----------------------------------------------------------------------------
@@ -140,12 +188,14 @@ class SegmentFlusher:
                 open_chunk.size += length
                 chunks[-1] = dataclasses.replace(chunks[-1], length=chunks[-1].length + length)
             else:
+                if chunks and chunks[-1].index is not None:
+                    chunks[-1] = self._spill_index(chunks[-1])  # no longer the last chunk
                 key = chunk_key(self.name, offset, self._epoch, self.segment_id)
                 _create_anew(self._storage, key, parts)
-                chunks.append(ChunkInfo(key, offset, length))
+                chunks.append(ChunkInfo(key, offset, length, b""))
                 index = ChunkIndexBuilder(offset, self._block_bytes)
                 open_chunk = _OpenChunk(key, length, index, None, time.monotonic())
-            open_chunk.index_size = self._write_index(
+            chunks[-1], open_chunk.index_size = self._add_index(
                 chunks[-1], open_chunk.index.add(parts, entries), open_chunk.index_size
             )
             self._open_chunk = open_chunk if self._storage.supports_append else None
@@ -159,17 +209,32 @@ class SegmentFlusher:
             self._open_chunk = None  # its size on disk is no longer known for sure
             # ... nor is the manifest: a save reported failed may have landed, and the next
             # step must not take the chunks it names for unnamed leftovers (_create_anew).
-            self.manifest, self._token = None, None
+            self.manifest, self._token, self.known = None, None, False
             raise
 
-    def _write_index(self, chunk: ChunkInfo, records: bytes, index_size: int | None) -> int:
-        """Add ``records`` to the index of ``chunk``; its new size."""
+    def _add_index(
+        self, chunk: ChunkInfo, records: bytes, index_size: int | None
+    ) -> tuple[ChunkInfo, int | None]:
+        """Add ``records`` to the index of the last ``chunk``: in the manifest while it stays
+        small (``chunk.index`` is not None), else in its object. The chunk entry and its index
+        object's size (None: it has none) after that."""
+        if chunk.index is not None:
+            inline = chunk.index + records
+            if len(inline) <= INLINE_INDEX_BYTES:
+                return dataclasses.replace(chunk, index=inline), None
+            records, chunk = inline, dataclasses.replace(chunk, index=None)  # grown: an object
         key = index_object_key(chunk)
         if index_size is None:
             _create_anew(self._storage, key, [records])
-            return len(records)
+            return chunk, len(records)
         self._storage.append(key, index_size, [records])
-        return index_size + len(records)
+        return chunk, index_size + len(records)
+
+    def _spill_index(self, chunk: ChunkInfo) -> ChunkInfo:
+        """The entry of ``chunk`` with its index moved from the manifest to its object."""
+        assert chunk.index is not None
+        _create_anew(self._storage, index_object_key(chunk), [chunk.index])
+        return dataclasses.replace(chunk, index=None)
 
     def _appendable(self) -> _OpenChunk | None:
         """The open chunk, unless it is full or old enough to roll (so that retention can
@@ -221,12 +286,23 @@ class SegmentFlusher:
             raise AssertionError(
                 f"{self.name}: merge at {at_offset}, Tier 2 has {base.storage_length}"
             )
+        chunks = list(base.chunks)
+        if source.chunks and chunks and chunks[-1].index is not None:
+            chunks[-1] = self._spill_index(chunks[-1])  # no longer the last chunk
+        moved = []
         for chunk in source.chunks:
-            retime_index(self._storage, chunk, time_ms)
-        moved = tuple(ChunkInfo(c.key, c.start_offset + at_offset, c.length) for c in source.chunks)
+            if chunk.index is None:
+                retime_index(self._storage, chunk, time_ms)
+            else:  # re-timed as it moves to its object: the target keeps no adopted index
+                chunk = self._spill_index(
+                    dataclasses.replace(chunk, index=retimed_inline(chunk, time_ms))
+                )
+            moved.append(ChunkInfo(chunk.key, chunk.start_offset + at_offset, chunk.length))
         self._save(
             dataclasses.replace(
-                base, chunks=base.chunks + moved, storage_length=at_offset + source.storage_length
+                base,
+                chunks=(*chunks, *moved),
+                storage_length=at_offset + source.storage_length,
             )
         )
         self._open_chunk = None

@@ -16,23 +16,29 @@ resumes by itself when Tier 2 answers again. Only a fenced manifest write (a new
 stops the writer and takes the container offline: retrying could never succeed, and the newer
 owner has the segment now.
 
-Before the container serves (``reconcile``), each segment's storage length becomes what its
-Tier 2 manifest says, which may be ahead of the checkpointed metadata (a flush after the last
-checkpoint, and Tier 1 already truncated behind it).
+Every manifest it saves keeps the segment's state too (attributes, writer sequence numbers,
+retention, times): a segment whose manifest keeps all of it may leave memory (``evictable``),
+and is loaded back from the manifest alone.
+
+A recovered container's storage lengths come from its checkpoint and may be behind Tier 2 (a
+flush after the last checkpoint, and Tier 1 already truncated behind it). Nothing reads every
+manifest at recovery: a segment's manifest is read when the segment is first flushed, or when a
+read finds bytes neither cached nor below the storage length known (``refresh``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from segmentstore.contracts.errors import Tier2ReconciliationError
-from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
+from segmentstore.metadata.container_metadata import SegmentMetadata
 from segmentstore.settings import StorageWriterSettings
 from segmentstore.tier2 import (
     ChunkStorage,
@@ -41,56 +47,25 @@ from segmentstore.tier2 import (
     Tier2Error,
     Tier2UnavailableError,
 )
+from segmentstore.writer.flush_schedule import FlushSchedule
 from segmentstore.writer.segment_flusher import SegmentFlusher
+from segmentstore.writer.writer import DeleteEvent, MergeEvent, WriterHost
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _STOP_GRACE_S = 30.0
 _MAX_PIECE = 64 << 20  # bytes taken from the cache per chunk write (and manifest update)
+# Segments brought up to date at once, their Tier 2 calls in threads of a pool of the writers'
+# own (the event loop's default pool is a few threads, shared with everything else).
+_PARALLEL_FLUSHES = 16
+_TIER2_THREADS = ThreadPoolExecutor(_PARALLEL_FLUSHES * 2, thread_name_prefix="tier2-writer")
 
 
-class WriterHost(Protocol):
-    """What the writer needs from its container (all called on the event loop)."""
-
-    @property
-    def durable_metadata(self) -> ContainerMetadata: ...
-
-    def pin_pending(
-        self, segment_id: int, offset: int, length: int
-    ) -> tuple[list[memoryview], Callable[[], None]]:
-        """Views of the segment's cached bytes ``[offset, offset + length)`` (no copy), valid
-        until the returned release is called."""
-        ...
-
-    def storage_advanced(self, segment_id: int, storage_length: int) -> None: ...
-
-    def time_index_entries(
-        self, segment_id: int, start: int, end: int
-    ) -> list[tuple[int, int]]: ...
-
-    def sealed_in_storage(self, segment_id: int) -> None: ...
-
-    def structural_applied(self, sequence: int) -> None: ...
-
-    def writer_failed(self, error: BaseException) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class MergeEvent:
-    sequence: int
-    target_id: int
-    source_name: str
-    source_id: int
-    target_offset: int
-    source_length: int
-    time_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteEvent:
-    sequence: int
-    name: str
-    segment_id: int
+async def _in_thread(call: Callable[..., T], *args: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(
+        _TIER2_THREADS, functools.partial(call, *args)
+    )
 
 
 class StorageWriter:
@@ -109,7 +84,14 @@ class StorageWriter:
         self._settings = settings
         self._host = host
         self._events: list[MergeEvent | DeleteEvent] = []
-        self._dirty: dict[int, float] = {}  # segment id -> when its oldest pending byte came
+        # Names whose objects a queued delete or merge is to remove: not live segments.
+        self._removals: Counter[str] = Counter()
+        self._dirty = FlushSchedule(settings.flush_interval_ms / 1000)
+        # Segments whose manifest must take their current state (an eviction waits for it).
+        self._state_wanted: set[int] = set()
+        # Segments created since this writer started, not flushed yet: Tier 2 has no manifest
+        # of theirs (a delete of an earlier one of the name is applied before), none to read.
+        self._created: set[int] = set()
         self._flushers: dict[int, SegmentFlusher] = {}
         self._wakeup = asyncio.Event()
         self._busy = asyncio.Lock()  # one step at a time: the loop's, or flush_all's
@@ -123,21 +105,68 @@ class StorageWriter:
     # -- feed (event loop, from the container's commit path) --------------------------------
 
     def appended(self, segment: SegmentMetadata) -> None:
-        if segment.id not in self._dirty:
-            # A newly pending segment starts its flush interval: the loop must learn of it.
-            self._dirty[segment.id] = time.monotonic()
+        if segment.length - segment.storage_length >= self._settings.flush_threshold_bytes:
+            self._dirty.urgent(segment.id)
             self._wakeup.set()
-        elif segment.length - segment.storage_length >= self._settings.flush_threshold_bytes:
-            self._wakeup.set()
+        elif self._dirty.pending(segment.id) and len(self._dirty) == 1:
+            self._wakeup.set()  # the loop sleeps with no timer: it must arm one
+        # A segment pending behind others falls due after them: nothing to tell the loop.
 
     def changed(self, segment: SegmentMetadata) -> None:
         """A seal or a truncation: Tier 2 should follow without waiting for the interval."""
-        self._dirty.setdefault(segment.id, time.monotonic())
+        self._dirty.urgent(segment.id)
         self._wakeup.set()
 
     def enqueue(self, event: MergeEvent | DeleteEvent) -> None:
         self._events.append(event)
+        self._removals[_removed_name(event)] += 1
         self._wakeup.set()
+
+    def removal_pending(self, name: str) -> bool:
+        return name in self._removals
+
+    # -- eviction (event loop) --------------------------------------------------------------
+
+    def evictable(self, segment: SegmentMetadata) -> bool:
+        flusher = self._flushers.get(segment.id)
+        if flusher is None or segment.id in self._dirty or not flusher.complete:
+            return False
+        manifest = flusher.manifest
+        assert manifest is not None
+        return (
+            flusher.saved_sequence >= segment.last_sequence
+            and manifest.storage_length == segment.length
+            and manifest.start_offset == segment.start_offset
+            and manifest.sealed == segment.sealed
+        )
+
+    def created(self, segment_id: int) -> None:
+        self._created.add(segment_id)
+
+    def want_saved(self, segment_id: int) -> None:
+        if segment_id not in self._state_wanted:
+            self._state_wanted.add(segment_id)
+            self._dirty.urgent(segment_id)
+            self._wakeup.set()
+
+    def forget(self, segment_id: int) -> None:
+        self._flushers.pop(segment_id, None)
+        self._created.discard(segment_id)
+        self._dirty.done(segment_id)
+        self._state_wanted.discard(segment_id)
+
+    async def refresh(self, segment_id: int) -> None:
+        segment = self._host.durable_metadata.by_id.get(segment_id)
+        if segment is None:
+            return
+        async with self._busy:
+            flusher = self._flusher(segment)
+            await _in_thread(flusher.load)
+            try:
+                self._loaded(segment, flusher)
+            except Tier2ReconciliationError as error:
+                self._host.writer_failed(error)
+                raise
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -170,30 +199,32 @@ class StorageWriter:
         """Write everything pending now (for tests and orderly shutdown)."""
         async with self._busy:
             await self._apply_events()
-            for segment_id in list(self._dirty):
-                await self._bring_up_to_date(segment_id)
+            await self._flush(self._dirty.ids())
 
     @property
     def lag_bytes(self) -> int:
         metadata = self._host.durable_metadata
         return sum(
             s.length - max(s.storage_length, s.start_offset)
-            for i in self._dirty
+            for i in self._dirty.ids()
             if (s := metadata.by_id.get(i)) is not None
         )
 
     # -- the loop ---------------------------------------------------------------------------
 
     async def reconcile(self) -> None:
-        """Learn each segment's storage length from its manifest (retrying while Tier 2 is
-        unreachable). The container runs this before it serves anything: storage lengths are
-        not operations, so the checkpointed ones may be behind what Tier 2 holds."""
-        await self._retrying(self._reconcile)
+        """Note the segments whose metadata says Tier 2 is behind (reading no manifest)."""
+        for segment in self._host.durable_metadata.segments.values():
+            if segment.sealed != segment.sealed_in_storage:
+                self._dirty.urgent(segment.id)
+            elif segment.start_offset or segment.length > segment.storage_length:
+                # Bytes Tier 2 may lack, or a truncation it may not have applied yet.
+                self._dirty.pending(segment.id)
 
     async def _run(self) -> None:
         while not self._stopping:
             await self._retrying(self._cycle)
-            timeout = self._next_due()
+            timeout = self._dirty.next_due_s()
             self._wakeup.clear()
             if self._stopping:
                 break  # stop() set the wakeup that clear() just wiped
@@ -228,36 +259,31 @@ class StorageWriter:
                     await asyncio.wait_for(self._stop_requested.wait(), delay)
                 delay = min(delay * 2, self._settings.retry_max_ms / 1000)
 
-    def _next_due(self) -> float | None:
-        if not self._dirty:
-            return None
-        oldest = min(self._dirty.values())
-        interval = self._settings.flush_interval_ms / 1000
-        return max(0.0, oldest + interval - time.monotonic())
-
     async def _cycle(self) -> None:
         async with self._busy:
-            await self._cycle_locked()
+            await self._apply_events()
+            await self._flush(self._dirty.due())
 
-    async def _cycle_locked(self) -> None:
-        await self._apply_events()
-        now = time.monotonic()
-        interval = self._settings.flush_interval_ms / 1000
-        metadata = self._host.durable_metadata
-        for segment_id, since in list(self._dirty.items()):
-            segment = metadata.by_id.get(segment_id)
-            if segment is None:
-                self._dirty.pop(segment_id, None)
-                continue
-            pending = segment.length - max(segment.storage_length, segment.start_offset)
-            due = (
-                now - since >= interval
-                or pending >= self._settings.flush_threshold_bytes
-                or (segment.sealed and not segment.sealed_in_storage)
-                or segment.start_offset > self._flusher(segment).start_offset
-            )
-            if due:
-                await self._bring_up_to_date(segment_id)
+    async def _flush(self, due: list[int]) -> None:
+        """Bring the ``due`` segments up to date, several at once: each segment's steps in
+        order, and many small segments' writes and syncs under way together (a million
+        segments reaching Tier 2 would otherwise be a million syncs in a row). Every segment
+        started is finished before the first failure is raised."""
+        queue = iter(due)
+        failures: list[BaseException] = []
+
+        async def flusher() -> None:
+            for segment_id in queue:
+                if failures or self._stopping:
+                    return
+                try:
+                    await self._bring_up_to_date(segment_id)
+                except Exception as error:
+                    failures.append(error)
+
+        await asyncio.gather(*(flusher() for _ in range(min(_PARALLEL_FLUSHES, len(due)))))
+        if failures:
+            raise failures[0]
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -274,43 +300,42 @@ class StorageWriter:
                 self._settings.max_chunk_age_ms,
                 self._settings.checksum_block_bytes,
             )
+            if segment.id in self._created:
+                self._created.discard(segment.id)
+                flusher.known = True  # its first save creates the manifest
         return flusher
 
-    async def _reconcile(self) -> None:
-        metadata = self._host.durable_metadata
-        for segment in list(metadata.segments.values()):
-            flusher = self._flusher(segment)
-            manifest = await asyncio.to_thread(flusher.load)
-            if manifest is None:
-                if segment.length > segment.storage_length or segment.sealed:
-                    self._dirty.setdefault(segment.id, time.monotonic())
-                continue
-            if manifest.storage_length > segment.length:
-                raise Tier2ReconciliationError(
-                    segment.name, manifest.storage_length, segment.length
-                )
-            self._host.storage_advanced(segment.id, manifest.storage_length)
-            if manifest.sealed:
-                self._host.sealed_in_storage(segment.id)
-            if (
-                segment.length > manifest.storage_length
-                or segment.start_offset > manifest.start_offset
-                or (segment.sealed and not manifest.sealed)
-            ):
-                self._dirty.setdefault(segment.id, time.monotonic())
+    def _loaded(self, segment: SegmentMetadata, flusher: SegmentFlusher) -> None:
+        """What a freshly read manifest tells: Tier 2 may hold more than the container was told
+        (a flush after its checkpoint, or a write whose answer was lost), never more than the
+        segment has."""
+        manifest = flusher.manifest
+        if manifest is None:
+            self._host.storage_advanced(segment.id, 0)  # Tier 2 holds none of it: known now
+            return
+        if manifest.storage_length > segment.length:
+            raise Tier2ReconciliationError(segment.name, manifest.storage_length, segment.length)
+        self._host.storage_advanced(segment.id, manifest.storage_length)
+        if manifest.sealed:
+            self._host.sealed_in_storage(segment.id)
+
+    def _take_state(self, segment_id: int, flusher: SegmentFlusher) -> None:
+        """Give ``flusher`` the state its next save keeps."""
+        taken = self._host.segment_state(segment_id)
+        if taken is not None:
+            flusher.state, flusher.state_sequence = taken
 
     async def _bring_up_to_date(self, segment_id: int, upto: int | None = None) -> None:
         """Flush the segment's pending bytes (up to ``upto``), then its truncation and seal."""
         segment = self._host.durable_metadata.by_id.get(segment_id)
         if segment is None:
-            self._dirty.pop(segment_id, None)
+            self._dirty.done(segment_id)
             return
         flusher = self._flusher(segment)
-        if flusher.manifest is None:
-            await asyncio.to_thread(flusher.load)
-            # Reloaded after a failed step: a write whose answer was lost may have landed, and
-            # Tier 2 then holds more than the container was told.
-            self._host.storage_advanced(segment_id, flusher.storage_length)
+        if not flusher.known:
+            # First flush since it was loaded or recovered, or reloaded after a failed step.
+            await _in_thread(flusher.load)
+            self._loaded(segment, flusher)
         end = segment.length if upto is None else upto
         metadata = self._host.durable_metadata
         while True:
@@ -318,9 +343,10 @@ class StorageWriter:
             # and take bytes from the cache only right after looking.
             if metadata.by_id.get(segment_id) is not segment:
                 return  # deleted (or merged away): its queued event cleans Tier 2 up
+            self._take_state(segment_id, flusher)
             if segment.start_offset > flusher.storage_length:
                 # Never past ``end``: a pending merge must find Tier 2 exactly at its offset.
-                await asyncio.to_thread(flusher.skip_to, min(segment.start_offset, end))
+                await _in_thread(flusher.skip_to, min(segment.start_offset, end))
                 self._host.storage_advanced(segment_id, flusher.storage_length)
                 if flusher.storage_length >= end:
                     break
@@ -332,7 +358,7 @@ class StorageWriter:
             entries = self._host.time_index_entries(segment_id, offset, offset + length)
             views, release = self._host.pin_pending(segment_id, offset, length)
             try:
-                await asyncio.to_thread(flusher.write, offset, views, length, entries)
+                await _in_thread(flusher.write, offset, views, length, entries)
             finally:
                 release()
             self.flushed_bytes += length
@@ -340,13 +366,24 @@ class StorageWriter:
         if upto is not None:
             return  # a merge comes next; truncation and sealing follow in a later cycle
         if segment.start_offset > flusher.start_offset:
-            await asyncio.to_thread(flusher.truncate, segment.start_offset)
+            self._take_state(segment_id, flusher)
+            await _in_thread(flusher.truncate, segment.start_offset)
         sealable = segment.sealed and flusher.storage_length == segment.length
         if sealable and not segment.sealed_in_storage:
-            await asyncio.to_thread(flusher.seal)
+            self._take_state(segment_id, flusher)
+            await _in_thread(flusher.seal)
             self._host.sealed_in_storage(segment_id)
+        if segment_id in self._state_wanted and metadata.by_id.get(segment_id) is segment:
+            self._take_state(segment_id, flusher)
+            if not flusher.complete:
+                await _in_thread(flusher.save_state)
+            self._state_wanted.discard(segment_id)
         if flusher.storage_length >= segment.length:
-            self._dirty.pop(segment_id, None)
+            self._dirty.done(segment_id)
+        elif upto is None and flusher.storage_length >= end:
+            # Caught up with what there was; what came meanwhile waits its own interval.
+            self._dirty.done(segment_id)
+            self.appended(segment)
 
     async def _apply_events(self) -> None:
         while self._events:
@@ -357,11 +394,15 @@ class StorageWriter:
                     self._epoch, self._settings.max_chunk_bytes, self._settings.max_chunk_age_ms,
             self._settings.checksum_block_bytes,
                 )  # fmt: skip
-                await asyncio.to_thread(flusher.delete)
-                self._dirty.pop(event.segment_id, None)
+                await _in_thread(flusher.delete)
+                self._dirty.done(event.segment_id)
             else:
                 await self._apply_merge(event)
             self._events.pop(0)
+            name = _removed_name(event)
+            self._removals[name] -= 1
+            if not self._removals[name]:
+                del self._removals[name]
             self._host.structural_applied(event.sequence)
 
     async def _apply_merge(self, event: MergeEvent) -> None:
@@ -372,25 +413,29 @@ class StorageWriter:
             self._settings.checksum_block_bytes,
         )  # fmt: skip
         self._flushers.pop(event.source_id, None)
-        manifest = await asyncio.to_thread(source.load)
+        manifest = await _in_thread(source.load)
         if target is None:
             # The target is gone too (a later delete): its queued delete cleans up; the
             # source's chunks only need their manifest dropped with them.
             if manifest is not None:
-                await asyncio.to_thread(source.delete)
+                await _in_thread(source.delete)
             return
         flusher = self._flusher(target)
         if flusher.manifest is None:
-            await asyncio.to_thread(flusher.load)
+            await _in_thread(flusher.load)
+            self._loaded(target, flusher)
+        self._take_state(target.id, flusher)
         if manifest is not None and manifest.storage_length > 0:
             if flusher.storage_length < event.target_offset:
                 await self._bring_up_to_date(target.id, upto=event.target_offset)
             if flusher.storage_length == event.target_offset:
-                await asyncio.to_thread(
-                    flusher.absorb, event.target_offset, manifest, event.time_ms
-                )
+                await _in_thread(flusher.absorb, event.target_offset, manifest, event.time_ms)
                 self._host.storage_advanced(target.id, flusher.storage_length)
-            await asyncio.to_thread(source.forget_manifest)
+            await _in_thread(source.forget_manifest)
         elif manifest is not None:
-            await asyncio.to_thread(source.forget_manifest)
-        self._dirty.setdefault(target.id, time.monotonic())
+            await _in_thread(source.forget_manifest)
+        self._dirty.urgent(target.id)
+
+
+def _removed_name(event: MergeEvent | DeleteEvent) -> str:
+    return event.name if isinstance(event, DeleteEvent) else event.source_name

@@ -15,8 +15,8 @@ from segmentstore.containers.status import ContainerStatus
 from segmentstore.tier1 import DataLogCorruptionError
 
 CONTAINER_FIELDS = {
-    "id", "epoch", "status", "segments", "tier1_bytes", "tier2_lag_bytes", "last_sequence",
-    "recoveries", "takeovers",
+    "id", "epoch", "status", "segments", "active_segments", "tier1_bytes", "tier2_lag_bytes",
+    "last_sequence", "recoveries", "takeovers",
 }  # fmt: skip
 # Why a container is not running, and the Tier 2 failure being retried: null when all is well.
 HEALTH_FIELDS = {"reason", "tier2_error", "owner"}

@@ -50,8 +50,8 @@ from segmentstore.settings import (
     StoreSettings,
 )
 from segmentstore.tier1 import DataLogWriteError
-from segmentstore.writer.storage_writer import StorageWriter, WriterHost
-from segmentstore.writer.writer import Writer
+from segmentstore.writer.storage_writer import StorageWriter
+from segmentstore.writer.writer import Writer, WriterHost
 
 pytestmark = pytest.mark.timeout(30)
 NAME = "scope/stream/0"
@@ -114,7 +114,7 @@ async def rig() -> AsyncIterator[Rig]:
 
 
 async def read_all(container: SegmentContainer, name: str = NAME) -> bytes:
-    info = container.get_info(name)
+    info = await container.get_info(name)
     out = bytearray()
     while info.start_offset + len(out) < info.length:
         out += await container.read(name, info.start_offset + len(out), 1 << 20, 0)
@@ -147,7 +147,7 @@ async def test_every_operation_against_doubles(rig: Rig) -> None:
     merged = await container.merge(NAME, txn)
     assert (merged.offset, merged.length) == (17, 23)
     with pytest.raises(SegmentNotFoundError):
-        container.get_info(txn)
+        await container.get_info(txn)
 
     updated = await container.update_attributes(
         NAME, [AttributeUpdate("count", 5, UpdateType.ACCUMULATE)]
@@ -168,7 +168,7 @@ async def test_every_operation_against_doubles(rig: Rig) -> None:
         await container.read(NAME, 23, 10, 1_000)
     assert await read_all(container) == b"world! more (txn)"
     await container.delete_segment(NAME)
-    assert container.segment_names() == []
+    assert container.active_names() == []
 
 
 async def test_reads_that_miss_the_cache_come_from_tier2(rig: Rig) -> None:
@@ -179,7 +179,7 @@ async def test_reads_that_miss_the_cache_come_from_tier2(rig: Rig) -> None:
     writer = container.storage_writer
     assert writer is not None
     await writer.flush_all()
-    assert container.get_info(NAME).storage_length == len(data)
+    assert (await container.get_info(NAME)).storage_length == len(data)
     rig.cache.evict(rig.cache.cache.max_bytes)  # everything in Tier 2 may go, and goes
     reads_before = rig.tier2_faults.calls["read"]
     assert await read_all(container) == data
@@ -196,7 +196,7 @@ async def test_recovery_restores_every_acknowledged_change(rig: Rig) -> None:
     again = await rig.container()
     assert again.epoch > container.epoch
     assert await read_all(again) == b"".join(bytes([i]) * 100 for i in range(50))
-    assert again.get_attributes(NAME) == {"k": 1}
+    assert await again.get_attributes(NAME) == {"k": 1}
 
 
 async def test_a_tier1_failure_takes_the_container_offline_and_a_recovery_brings_it_back(
@@ -246,15 +246,15 @@ async def test_a_tier2_outage_does_not_stop_the_container(rig: Rig) -> None:
     await asyncio.sleep(0.1)  # the writer meets the outage and backs off
     assert container.status is ContainerStatus.RUNNING
     assert container.tier2_error is not None
-    assert container.get_info(NAME).storage_length == 0
+    assert (await container.get_info(NAME)).storage_length == 0
     assert len(await read_all(container)) == 20_000
     for fault in outage:
         rig.tier2_faults.remove(fault)
     for _ in range(200):
-        if container.get_info(NAME).storage_length == 20_000:
+        if (await container.get_info(NAME)).storage_length == 20_000:
             break
         await asyncio.sleep(0.02)
-    assert container.get_info(NAME).storage_length == 20_000
+    assert (await container.get_info(NAME)).storage_length == 20_000
     assert container.tier2_error is None
 
 

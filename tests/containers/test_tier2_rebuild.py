@@ -11,7 +11,7 @@ from segmentstore.tier2 import ChunkInfo, SegmentManifest
 
 
 def manifest(name: str, segment_id: int, start: int, length: int, sealed: bool) -> SegmentManifest:
-    chunks = (ChunkInfo(f"segments/{'0' * 32}/chunk-{segment_id}", 0, length),) if length else ()
+    chunks = (ChunkInfo(f"chunks/00/{'0' * 32}-{segment_id}", 0, length),) if length else ()
     return SegmentManifest(
         name=name,
         chunks=chunks,

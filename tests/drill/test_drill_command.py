@@ -38,6 +38,7 @@ def test_a_short_drill_heals_every_fault_and_loses_nothing(tmp_path: Path) -> No
     assert report["exactly_once_failures"] == 0 and report["passed"] is True
     # Not a terminal: plain progress lines, then the table.
     assert "drill " in done.stdout and "PASSED" in done.stdout
+    assert "created 6 of 6 segments" in done.stdout
     if "tier1_full" in kinds:
         full = next(f for f in report["faults"] if f["kind"] == "tier1_full")
         assert "reads failed 0/" in full["note"], full

@@ -86,7 +86,7 @@ async def fill(store: SegmentStore, rng: random.Random) -> dict[str, bytes]:
     await store.seal(SEGMENTS[3])
     await flush(store)
     await store.append(SEGMENTS[4], UNFLUSHED)
-    assert {c.id for c in store.containers if c.segment_names()} == {0, 1, 2, 3}
+    assert {c.id for c in store.containers if c.active_names()} == {0, 1, 2, 3}
     return {name: await read_all(store, name) for name in SEGMENTS}
 
 
@@ -125,12 +125,14 @@ async def test_tier1_deleted_after_a_flush_is_rebuilt_from_tier2(
                 )
                 assert info.sealed == (name == SEGMENTS[3])
                 assert await read_all(store, name) == flushed_bytes  # byte for byte
-                assert await store.get_attributes(name) == {}
+                # Its manifest kept its state with its last flushed bytes: restored too.
+                i = SEGMENTS.index(name)
+                assert await store.get_attributes(name) == ({"owner": i} if i % 2 else {})
             # The time index sidecars in Tier 2 still serve :offsetAt over the restored bytes.
             assert await store.offset_at(SEGMENTS[0], 0) == 0
-            # Exactly-once state is gone: the same writer sequence number is applied again.
+            # So is exactly-once state: the append flushed with it is still a duplicate.
             again = await store.append(SEGMENTS[0], b"once", writer_id="w", writer_seq=1)
-            assert not again.duplicate
+            assert again.duplicate
             unsealed = [name for name in SEGMENTS if name != SEGMENTS[3]]
             more = {name: random.Random(name).randbytes(3000) for name in unsealed}
             for name, payload in more.items():
@@ -142,17 +144,21 @@ async def test_tier1_deleted_after_a_flush_is_rebuilt_from_tier2(
 
     lines = [r.getMessage() for r in caplog.records]
     for name in SEGMENTS:
-        assert any(repr(name) in line and "lost with Tier 1: attributes" in line for line in lines)
-    assert any("segments restored with every flushed byte" in line for line in lines)
+        assert any(
+            repr(name) in line and "lost with Tier 1: what changed after" in line for line in lines
+        )
+    assert any("segments restored with every flushed byte (9 with their state)" in line
+               for line in lines)  # fmt: skip
     report = json.loads((data / "rebuild-report.json").read_text())
-    assert "attributes" in report["lost_for_every_segment"]
-    assert "retention policy" in report["lost_for_every_segment"]
+    assert report["lost_for_every_segment"][0].startswith("what changed after the segment's")
+    assert "attributes" in report["lost_where_state_not_kept"]
     rebuilt = {s["name"]: s for c in report["containers"] for s in c["segments"]}
     assert set(rebuilt) == set(SEGMENTS)
     assert all(c["tier1"] == "rebuilt" for c in report["containers"])
     for name, (manifest, _) in flushed.items():
         assert rebuilt[name]["length"] == manifest.storage_length
         assert rebuilt[name]["segment_id"] == manifest.segment_id
+        assert rebuilt[name]["state_kept"]
 
     # The appends after the rebuild reached Tier 2, in new chunks after the restored length.
     for name, payload in expected.items():
@@ -208,8 +214,9 @@ async def test_one_container_directory_deleted_is_refused_then_rebuilt_alone(
     async with tier2.open_store(data, rebuild_from_tier2=True) as store:
         for i, name in enumerate(SEGMENTS):
             assert await read_all(store, name) == before[name]  # every byte was flushed there
-            attributes = {"owner": i} if i % 2 and route[name] != lost else {}
-            assert await store.get_attributes(name) == attributes  # lost only with its Tier 1
+            # Kept by Tier 1 in the whole containers, and by the manifests (saved with the
+            # segments' last flush) in the rebuilt one.
+            assert await store.get_attributes(name) == ({"owner": i} if i % 2 else {})
         again = await store.append(SEGMENTS[0], b"once", writer_id="w", writer_seq=1)
         assert again.duplicate  # the exactly-once state of a kept container is still there
     report = json.loads((data / "rebuild-report.json").read_text())

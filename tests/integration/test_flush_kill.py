@@ -126,7 +126,7 @@ def _torn_flushes(tier2: Path) -> _TornFlushes:
         if path.name.endswith(".tmp"):
             torn.temporary_files += 1
             torn.keys.add(key)
-        elif path.name.startswith("chunk-"):
+        elif key.startswith("chunks/"):
             chunk = named.get(key)
             if chunk is None:
                 torn.unnamed_chunks += 1

@@ -26,8 +26,9 @@ from segmentstore.harness.moto_s3 import MotoTier2
 from segmentstore.tier2 import (
     ChunkStorage,
     SegmentManifest,
+    chunks_of,
+    manifest_key,
     open_chunk_storage,
-    segment_key,
 )
 
 pytestmark = pytest.mark.s3
@@ -144,9 +145,11 @@ async def test_every_byte_reaches_s3_and_the_cli_reads_it_back(
         manifest, stored = tier2_bytes(location, moto.endpoint, name)
         assert stored == expected[name], name
         assert all(c.length <= max_chunk for c in manifest.chunks)
-    # Nothing outside the segments' own prefixes.
-    prefixes = {segment_key(n) for n in names}
-    assert {key.rsplit("/", 1)[0] for key in objects(location, moto.endpoint)} == prefixes
+    # Nothing but the segments' own objects: their manifests and their chunks.
+    owned = (*(manifest_key(n) for n in names), *(chunks_of(n) for n in names))
+    keys = objects(location, moto.endpoint)
+    assert keys and all(key.startswith(owned) for key in keys), keys
+    assert {manifest_key(n) for n in names} <= set(keys)
 
     code, out, err = await cli(moto.endpoint, "ls", location)
     assert code == 0, err
@@ -172,10 +175,13 @@ async def test_truncate_and_delete_remove_their_objects_from_the_bucket(
         for i in range(0, len(payload), 10_000):  # one chunk per flush: S3 cannot append
             await store.append(name, payload[i : i + 10_000])
             await flush(store)
-        prefix = segment_key(name) + "/chunk-"
+        prefix = chunks_of(name)
         before = objects(location, moto.endpoint, prefix)
-        assert len(before) == 10  # each chunk with its time index sidecar
-        assert {key.removesuffix(".tidx") for key in before} == set(before[::2])
+        # Each chunk with its index beside it, but the last: a small index stays in the manifest.
+        assert len(before) == 9
+        assert [key for key in before if key.endswith(".tidx")] == [
+            f"{chunk}.tidx" for chunk in before[:-1:2]
+        ]
         await store.truncate(name, 25_000)  # inside the third chunk [20000, 30000)
         await flush(store)
         assert objects(location, moto.endpoint, prefix) == before[4:]
@@ -183,7 +189,8 @@ async def test_truncate_and_delete_remove_their_objects_from_the_bucket(
         assert (manifest.start_offset, stored) == (25_000, payload[25_000:])
         await store.delete_segment(name)
         await flush(store)
-        assert objects(location, moto.endpoint, segment_key(name)) == []
+        assert objects(location, moto.endpoint, chunks_of(name)) == []
+        assert objects(location, moto.endpoint, manifest_key(name)) == []
         await store.create_segment(name)
         await store.append(name, b"reborn")
         await flush(store)

@@ -158,8 +158,8 @@ def test_a_corrupt_manifest_fails_only_reads_that_include_its_segment(
     with caplog.at_level(logging.WARNING):
         plan = plan_scan(options(storage, "s/*"), storage)
     assert read_all(storage, plan) == kept
-    assert f"the manifest {key_u} cannot be read" in caplog.text  # whose it is, is unknown
-    assert "t/0" not in caplog.text
+    # The catalog of names narrows the listing to s/: the damaged manifests are never read.
+    assert caplog.text == ""
 
     for segments in ("t/*", "t/0", "s/*,t/*", "*"):
         with pytest.raises(DataLossError, match=rf"segment 't/0': its manifest {key} .*cannot"):

@@ -186,6 +186,7 @@ async def test_offset_at_treats_a_merge_as_one_append_made_when_merged(tmp_path:
         assert merged.offset is not None
         await flush(store)
     async with open_store(data) as store:
+        await store.get_info(target)  # reads the manifest: the tail's entries are in Tier 2
         assert len(time_index_of(store, target).offsets) == 0  # answered from Tier 2
         answer = await store.offset_at(target, before_merge)
         # At or before the merged bytes, with at most an interval of the target's own

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from fault_injection import Fault, FaultInjector, corrupted
 
 from segmentstore.tier2 import ChunkStorage, Tier2UnavailableError
-from segmentstore.tier2.chunk_storage import Buffer
+from segmentstore.tier2.chunk_storage import Buffer, StampedKeys
 
 
 class FlakyChunkStorage(ChunkStorage):
@@ -96,9 +96,17 @@ class FlakyChunkStorage(ChunkStorage):
         self.inner.delete(key)
         self._after(fault)
 
-    def list(self, prefix: str) -> list[str]:
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
         fault = self._before("list")
-        keys = self.inner.list(prefix)
+        keys = self.inner.list(prefix, start_after, limit)
+        self._after(fault)
+        return keys
+
+    def list_stamped(self, prefix: str) -> StampedKeys:
+        fault = self._before("list")
+        keys = self.inner.list_stamped(prefix)
         self._after(fault)
         return keys
 

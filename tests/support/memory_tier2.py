@@ -81,9 +81,16 @@ class InMemoryChunkStorage(ChunkStorage):
         with self._use(key) as objects:
             objects.pop(key, None)
 
-    def list(self, prefix: str) -> list[str]:
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int | None = None
+    ) -> list[str]:
         with self._use(None) as objects:
-            return sorted(k for k in objects if k.startswith(prefix))
+            keys = sorted(
+                k
+                for k in objects
+                if k.startswith(prefix) and (start_after is None or k > start_after)
+            )
+            return keys if limit is None else keys[:limit]
 
     def get(self, key: str) -> tuple[bytes, str] | None:
         with self._use(key) as objects:

@@ -8,9 +8,6 @@ found a loss); any other outcome (it passes, cannot run, runs out of time) does 
 
 To add a mutant, add an entry here; ``fast`` ones also run in ``make test``
 (tests/mutants/test_fast_mutants.py) and must stay within its five minutes together.
-
-Not here yet: an eviction of inactive segment metadata that drops a writer id (the
-many-segments work brings eviction; its mutant comes with it).
 """
 
 from __future__ import annotations
@@ -193,5 +190,26 @@ CATALOG: tuple[Mutant, ...] = (
             ),
         ),
         budget_s=420,
+    ),
+    Mutant(
+        "eviction-drops-writer-ids",
+        "a segment leaves memory with a manifest that keeps no writer sequences: a retry of an"
+        " exactly-once append applied before the eviction is applied again",
+        (
+            Replacement(
+                "segmentstore/writer/manifest_state.py",
+                "        writers=dict(segment.writers),\n",
+                "        writers={},\n",
+            ),
+        ),
+        (
+            Check.pytest(
+                "tests/store/test_active_segments.py::"
+                "test_an_evicted_segment_answers_every_call_as_before"
+            ),
+            Check.pytest("tests/integration/test_eviction_kill.py"),
+        ),
+        budget_s=60,
+        fast=True,
     ),
 )

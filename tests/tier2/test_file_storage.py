@@ -36,11 +36,13 @@ def test_only_objects_remain_on_disk(tmp_path: Path) -> None:
     storage.append("segments/h/chunk-0", 3, [b"def"])
     version = storage.put_if("segments/h/manifest.json", b"{}", None)
     storage.put_if("segments/h/manifest.json", b"{ }", version)
-    # The lock file of a manifest stays while the manifest does; no temporary file stays.
+    # The objects, and one shared lock file (no lock file per object, no temporary file).
+    (lock,) = (tmp_path / ".locks").iterdir()
     assert files_under(tmp_path) == [
+        ".locks",
+        f".locks/{lock.name}",
         "segments",
         "segments/h",
-        "segments/h/.manifest.json.lock",
         "segments/h/chunk-0",
         "segments/h/manifest.json",
     ]
@@ -63,9 +65,10 @@ def test_delete_removes_the_directories_it_empties(tmp_path: Path) -> None:
     storage.create("segments/h2/chunk-0", [b"y"])
     storage.delete("segments/h1/chunk-0")
     storage.delete("segments/h1/manifest.json")
-    assert files_under(tmp_path / "root") == ["segments", "segments/h2", "segments/h2/chunk-0"]
+    objects = [f for f in files_under(tmp_path / "root") if not f.startswith(".locks")]
+    assert objects == ["segments", "segments/h2", "segments/h2/chunk-0"]
     storage.delete("segments/h2/chunk-0")
-    assert files_under(tmp_path / "root") == []  # the root itself stays
+    assert [f for f in files_under(tmp_path / "root") if not f.startswith(".locks")] == []
     assert (tmp_path / "root").is_dir()
 
 

@@ -19,6 +19,7 @@ from segmentstore.tier2 import (
     ManifestConflictError,
     ManifestStore,
     SegmentManifest,
+    SegmentState,
     chunk_key,
     manifest_key,
 )
@@ -68,7 +69,7 @@ class TestDocument:
     def test_the_document_is_compact_json_with_every_field(self) -> None:
         data = json.loads(manifest(sealed=True).to_json())
         assert data == {
-            "format_version": 1,
+            "format_version": 2,
             "name": NAME,
             "segment_id": 0,
             "version": 1,
@@ -80,6 +81,7 @@ class TestDocument:
                 {"key": chunk_key(NAME, 0, 1), "start_offset": 0, "length": 100},
                 {"key": chunk_key(NAME, 100, 2), "start_offset": 100, "length": 50},
             ],
+            "state": None,
         }
         assert b" " not in manifest().to_json()
 
@@ -98,7 +100,8 @@ class TestDocument:
             lambda: manifest(version=True),
             lambda: manifest(sealed=1),
             lambda: replace(manifest(), name=""),
-            lambda: manifest(format_version=2),
+            lambda: manifest(format_version=1),
+            lambda: manifest(state=SegmentState(length=149, created_ms=0, last_modified_ms=0)),
         ],
         ids=lambda _: "",
     )
@@ -124,7 +127,8 @@ class TestDocument:
             b"\xff\xfe",
             b"[]",
             b'"manifest"',
-            document(manifest(), format_version=2),
+            document(manifest(), format_version=1),
+            document(manifest(), state={"length": 150}),
             document(manifest(), extra="field"),
             document(manifest(), chunks={}),
             document(manifest(), chunks=[[]]),

@@ -22,7 +22,8 @@ from memory_tier2 import InMemoryTier2
 from segmentstore.contracts.errors import Tier2ReconciliationError
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.settings import StorageWriterSettings
-from segmentstore.tier2 import ChunkStorage, FencedError, SegmentReader, Tier2IOError
+from segmentstore.tier2 import ChunkStorage, FencedError, SegmentReader, SegmentState, Tier2IOError
+from segmentstore.writer.manifest_state import manifest_state
 from segmentstore.writer.storage_writer import StorageWriter
 
 pytestmark = pytest.mark.timeout(30)
@@ -79,6 +80,12 @@ class Host:
     def time_index_entries(self, segment_id: int, start: int, end: int) -> list[tuple[int, int]]:
         return []
 
+    def segment_state(self, segment_id: int) -> tuple[SegmentState, int] | None:
+        segment = self.durable_metadata.by_id.get(segment_id)
+        if segment is None:
+            return None
+        return manifest_state(segment, segment.time_index), segment.last_sequence
+
     def sealed_in_storage(self, segment_id: int) -> None:
         self.durable_metadata.by_id[segment_id].sealed_in_storage = True
 
@@ -99,6 +106,14 @@ def tier2(
         yield storage, location
     finally:
         storage.close()
+
+
+async def recovered(writer: StorageWriter, timeout_s: float = 5.0) -> None:
+    """Until the writer's next try succeeds: no failure is being retried any more."""
+    deadline = time.monotonic() + timeout_s
+    while writer.last_error is not None:
+        assert time.monotonic() < deadline, f"still retrying: {writer.last_error}"
+        await asyncio.sleep(0.005)
 
 
 async def caught_up(host: Host, timeout_s: float = 10.0) -> None:
@@ -140,7 +155,8 @@ async def test_every_byte_reaches_tier2_through_an_outage(supports_append: bool)
         await caught_up(host)
         for segment in host.durable_metadata.segments.values():
             assert in_tier2(storage, segment.name, segment.length) == host.data[segment.id]
-        assert writer.last_error is None and host.failures == []
+        await recovered(writer)  # the retry under way when the last bytes landed succeeds
+        assert host.failures == []
         await writer.stop()
 
 
@@ -199,8 +215,10 @@ async def test_stop_does_not_wait_out_a_backoff_or_a_slow_tier2() -> None:
         writer = StorageWriter(0, 1, storage, slow, host)
         writer.start()
         await write_segments(host, writer, ["d/0"], rounds=2)
-        await asyncio.sleep(0.05)
-        assert writer.last_error is not None
+        deadline = time.monotonic() + 5
+        while writer.last_error is None:  # its first try failed: now it waits 5 s
+            assert time.monotonic() < deadline, "no chunk write was tried"
+            await asyncio.sleep(0.005)
         started = time.monotonic()
         await writer.stop()
         assert time.monotonic() - started < 1.0
@@ -246,7 +264,9 @@ async def test_a_newer_owner_fences_the_writer_and_the_host_hears_of_it() -> Non
         await new.stop()
 
 
-async def test_reconcile_learns_what_tier2_holds_and_refuses_more_than_tier1_knows() -> None:
+async def test_a_recovered_writer_learns_what_tier2_holds_and_refuses_more_than_tier1_knows() -> (
+    None
+):
     with tier2() as (storage, _):
         host = Host()
         writer = StorageWriter(0, 1, storage, FAST, host)
@@ -257,35 +277,51 @@ async def test_reconcile_learns_what_tier2_holds_and_refuses_more_than_tier1_kno
         (segment,) = host.durable_metadata.segments.values()
 
         # A restart from a checkpoint older than the last flush: Tier 2 is ahead of it.
+        # Reconciling reads nothing; the segment's manifest is read when it is first needed.
         behind = Host()
         again = behind.create(segment.name)
         again.length = segment.length
         behind.data[again.id] = bytearray(host.data[segment.id])
-        await StorageWriter(0, 2, storage, FAST, behind).reconcile()
+        reads = storage.injector.calls["get"]
+        recovered = StorageWriter(0, 2, storage, FAST, behind)
+        await recovered.reconcile()
+        assert storage.injector.calls["get"] == reads and again.storage_length == 0
+        await recovered.refresh(again.id)  # a read found bytes neither cached nor stored
         assert again.storage_length == segment.length
 
-        # Tier 1 lost acknowledged data: Tier 2 holds more than the segment's length.
+        # Tier 1 lost acknowledged data: Tier 2 holds more than the segment's length. The
+        # writer stops at its first flush of that segment, and says why.
         lost = Host()
         short = lost.create(segment.name)
         short.length = segment.length - 100
         lost.data[short.id] = bytearray(host.data[segment.id][: short.length])
-        with pytest.raises(Tier2ReconciliationError) as refused:
-            await StorageWriter(0, 3, storage, FAST, lost).reconcile()
-        assert refused.value.tier2_length == segment.length
+        stopped = StorageWriter(0, 3, storage, FAST, lost)
+        await stopped.reconcile()
+        stopped.start()
+        deadline = time.monotonic() + 5
+        while not lost.failures:
+            assert time.monotonic() < deadline, "the writer never saw Tier 2 ahead of Tier 1"
+            await asyncio.sleep(0.01)
+        await stopped.stop()
+        (refused,) = lost.failures
+        assert isinstance(refused, Tier2ReconciliationError)
+        assert refused.tier2_length == segment.length
 
 
-async def test_reconcile_waits_out_an_unreachable_tier2() -> None:
+async def test_a_recovered_writer_waits_out_an_unreachable_tier2() -> None:
     with tier2() as (storage, _):
         host = Host()
-        host.create("g/0")
+        segment = host.create("g/0")
+        host.append(segment, b"x" * 10, writer := StorageWriter(0, 1, storage, FAST, host))
         outage = storage.injector.add("get", "fail", from_nth=1)
-        writer = StorageWriter(0, 1, storage, FAST, host)
-        reconciling = asyncio.create_task(writer.reconcile())
+        await writer.reconcile()
+        writer.start()
         await asyncio.sleep(0.05)
-        assert not reconciling.done() and writer.last_error is not None
+        assert segment.storage_length == 0 and writer.last_error is not None
         storage.injector.remove(outage)
-        await asyncio.wait_for(reconciling, 5)
-        assert writer.last_error is None
+        await caught_up(host)
+        await recovered(writer)
+        await writer.stop()
 
 
 async def test_an_error_other_than_an_outage_is_retried_too() -> None:

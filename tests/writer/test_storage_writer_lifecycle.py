@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,14 +29,17 @@ from segmentstore.contracts.mapping import container_of
 from segmentstore.tier2 import (
     FencedError,
     ManifestStore,
-    segment_key,
+    chunks_of,
+    manifest_key,
 )
+from segmentstore.tier2.layout import name_of
 from segmentstore.writer.segment_flusher import SegmentFlusher
-from segmentstore.writer.storage_writer import DeleteEvent, StorageWriter
+from segmentstore.writer.storage_writer import StorageWriter
+from segmentstore.writer.writer import DeleteEvent
 
 from .writer_harness import (
+    CHUNK_DIR,
     MANUAL,
-    SEGMENT_DIR,
     KiB,
     chunk_files,
     cli,
@@ -66,8 +70,8 @@ async def test_delete_removes_the_segment_and_a_replayed_delete_spares_a_new_one
         assert old_files and old_manifest is not None
         await store.delete_segment(name)
         await flush(store)
-        prefix = segment_key(name) + "/"
-        assert [f for f in tier2_files(data) if f.startswith(prefix)] == []
+        gone = (chunks_of(name), manifest_key(name))
+        assert [f for f in tier2_files(data) if f.startswith(gone)] == []
 
         await store.create_segment(name)
         await store.append(name, new)
@@ -216,20 +220,22 @@ async def test_a_newer_owner_in_tier2_takes_the_container_offline(tmp_path: Path
 
 # -- names --------------------------------------------------------------------------------
 
+CHUNK_LEAF = re.compile(r"[0-9a-f]{32}-\d{20}-e\d{10}-s\d{10}(\.tidx)?")
 HOSTILE_NAMES = [
     "..a/..b",
     "x/.../y",
     "~/.ssh/authorized_keys",
     ".hidden/..../.x",
     "segments/manifest.json",
-    "tier2/segments/0123456789abcdef0123456789abcdef/manifest.json",
+    "tier2/names/1a1b.m",
+    "chunks/00/0123456789abcdef0123456789abcdef-00000000000000000000-e0000000001-s0000000001",
     "a#b/~~/-_.",
     "..." + "/..." * 63,  # 255 characters
     "n" * 255,
 ]
 
 
-async def test_hostile_names_stay_under_their_hash_prefix(tmp_path: Path) -> None:
+async def test_hostile_names_stay_under_their_own_keys(tmp_path: Path) -> None:
     data = tmp_path / "data"
     assert all(len(n) <= 255 for n in HOSTILE_NAMES) and len(HOSTILE_NAMES[-2]) == 255
     contents = {name: f"bytes of {name!r} ".encode() * 50 for name in HOSTILE_NAMES}
@@ -249,14 +255,19 @@ async def test_hostile_names_stay_under_their_hash_prefix(tmp_path: Path) -> Non
     outside = tmp_path / "data" / "tier2"
     every = [p for p in tmp_path.rglob("*") if p.is_file()]
     tier2 = [p.relative_to(outside).as_posix() for p in every if outside in p.parents]
-    allowed = {segment_key(n) for n in HOSTILE_NAMES}
+    names = set(HOSTILE_NAMES)
     for key in tier2:
         directory, _, leaf = key.rpartition("/")
-        assert SEGMENT_DIR.fullmatch(directory), key
-        assert "/" not in leaf and leaf not in ("", ".", "..")
-        # Transactions have prefixes of their own; everything else is one of the names'.
-        if directory not in allowed:
-            assert leaf.startswith("chunk-") or leaf == ".manifest.json.lock", key
+        if directory == ".locks":
+            continue  # the backend's shared lock files
+        if key.startswith("names/"):
+            # A manifest: its key spells one of the names (transactions were merged away).
+            assert name_of(key) in names, key
+            continue
+        # A chunk (or its sidecar), in the directory of its hash: one of the names' own, or
+        # a merged transaction's.
+        assert CHUNK_DIR.fullmatch(directory), key
+        assert CHUNK_LEAF.fullmatch(leaf) and leaf[:2] == directory[-2:], key
     # Nothing escaped the data directory either: every file is under tier1/ or tier2/.
     for path in every:
         assert path.relative_to(data).parts[0] in ("tier1", "tier2", "store.json"), path
@@ -323,13 +334,13 @@ async def test_storage_length_does_not_go_back_after_a_restart(
     meta = json.loads((data / "tier1" / "container-0000" / "META").read_text())
     assert meta["truncated_below"] > 0
 
-    reconcile = StorageWriter._reconcile
+    refresh = StorageWriter.refresh
 
-    async def slow_reconcile(self: StorageWriter) -> None:
-        await asyncio.sleep(1.0)  # a Tier 2 that takes a second to list its manifests
-        await reconcile(self)
+    async def slow_refresh(self: StorageWriter, segment_id: int) -> None:
+        await asyncio.sleep(1.0)  # a Tier 2 that takes a second to read a manifest
+        await refresh(self, segment_id)
 
-    monkeypatch.setattr(StorageWriter, "_reconcile", slow_reconcile)
+    monkeypatch.setattr(StorageWriter, "refresh", slow_refresh)
     async with SegmentStore.open(data, **options) as store:
         after = await store.get_info("x")
         assert after.storage_length >= before.storage_length, (before, after)

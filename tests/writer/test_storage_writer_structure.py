@@ -20,7 +20,7 @@ from segmentstore import (
 )
 from segmentstore.contracts.mapping import container_of
 from segmentstore.tier2 import (
-    segment_key,
+    chunks_of,
 )
 
 from .writer_harness import (
@@ -51,7 +51,7 @@ async def test_truncate_deletes_whole_chunks_below_the_start_offset(tmp_path: Pa
             await store.append(name, payload[i : i + 1000])
         await flush(store)
         before = chunk_files(data, name)
-        starts = [int(f.rsplit("/chunk-", 1)[1].split("-")[0]) for f in before]
+        starts = [int(f.rsplit("/", 1)[1].split("-")[1]) for f in before]
         assert starts == list(range(0, len(payload), chunk))
 
         await store.truncate(name, 10_000)  # inside the chunk [8192, 12288)
@@ -136,7 +136,7 @@ async def test_merge_concatenates_in_tier2(tmp_path: Path, flushed: str, restart
     assert {*txn_chunks} <= named
     assert load_manifest(data, txn) is None
     # Nothing of the transaction is left but the chunks the target names.
-    txn_prefix = segment_key(txn) + "/"
+    txn_prefix = chunks_of(txn)
     left = [f for f in tier2_files(data) if f.startswith(txn_prefix)]
     assert [f for f in left if not f.endswith(".tidx")] == sorted(txn_chunks)
     assert {f.removesuffix(".tidx") for f in left} == set(txn_chunks)  # and their sidecars
@@ -149,7 +149,7 @@ async def test_merge_concatenates_in_tier2(tmp_path: Path, flushed: str, restart
         # Deleting the target deletes the adopted chunks too.
         await store.delete_segment(target)
         await flush(store)
-    assert [f for f in tier2_files(data) if "/chunk-" in f or f.endswith("manifest.json")] == []
+    assert [f for f in tier2_files(data) if f.startswith(("chunks/", "names/"))] == []
 
 
 @pytest.mark.parametrize("evicted", [False, True], ids=["cached", "evicted"])
@@ -195,7 +195,7 @@ async def test_truncating_into_a_merged_range_before_the_writer_applies_the_merg
     manifest, stored = tier2_bytes(data, target)
     assert (manifest.start_offset, stored) == (1600, body[100:])
     named = {c.key for c in manifest.chunks}
-    txn_prefix = segment_key(txn) + "/"
+    txn_prefix = chunks_of(txn)
     leftovers = [
         f
         for f in tier2_files(data)

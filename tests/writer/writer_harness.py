@@ -17,8 +17,8 @@ from segmentstore.tier2 import (
     ChunkStorage,
     ManifestStore,
     SegmentManifest,
+    chunks_of,
     open_chunk_storage,
-    segment_key,
 )
 
 KiB = 1024
@@ -28,7 +28,7 @@ WRITER = {"flush_threshold_bytes": 1024, "flush_interval_ms": 50, "max_chunk_byt
 # For tests that decide themselves when Tier 2 catches up (flush_all): the writer never
 # flushes on its own within a test.
 MANUAL = {"flush_threshold_bytes": 64 * MiB, "flush_interval_ms": 600_000}
-SEGMENT_DIR = re.compile(r"segments/[0-9a-f]{32}")
+CHUNK_DIR = re.compile(r"chunks/[0-9a-f]{2}")
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -51,12 +51,12 @@ def tier2_files(data: Path) -> list[str]:
 
 def chunk_files(data: Path, name: str) -> list[str]:
     """The chunks of ``name`` (not their time index sidecars)."""
-    prefix = segment_key(name) + "/chunk-"
+    prefix = chunks_of(name)
     return [f for f in tier2_files(data) if f.startswith(prefix) and not f.endswith(".tidx")]
 
 
 def sidecar_files(data: Path, name: str) -> list[str]:
-    prefix = segment_key(name) + "/chunk-"
+    prefix = chunks_of(name)
     return [f for f in tier2_files(data) if f.startswith(prefix) and f.endswith(".tidx")]
 
 
