@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import time
 from collections.abc import Mapping
 
@@ -30,7 +31,7 @@ class VerifyError(RuntimeError):
 
 
 async def _get(
-    client: httpx.AsyncClient, path: str, patience_s: float, **params: int
+    client: httpx.AsyncClient, path: str, patience_s: float, **params: int | str
 ) -> bytes | None:
     """The answer's body, asked again until ``patience_s`` has passed; None if the segment
     does not exist (any more)."""
@@ -72,15 +73,24 @@ async def verify_all(
     """
     verdict = Verdict()
     unreadable: list[str] = []
-    # A segment with nothing acknowledged since it was last checked needs no read: with many
-    # segments, most are untouched between two faults.
+    # A segment with nothing acknowledged since it was last checked (or ever) needs no read:
+    # with many segments, most are untouched between two faults. That every segment created
+    # still exists, the final check asks of the listing, a thousand names a request.
     names = iter(
         name
         for name, live in load.ledgers.items()
-        if since is None
-        or name not in since
-        or any(offset >= since[name] for offset, _ in live.acknowledged.values())
+        if any(offset >= (since or {}).get(name, 0) for offset, _ in live.acknowledged.values())
     )
+    if since is None:
+        try:
+            missing = await _not_listed(load, client, timeout_s)
+        except VerifyError as error:
+            missing = []
+            verdict.problems.append(f"could not verify that every segment still exists: {error}")
+        for name in missing:
+            verdict.count_lost("created, then missing from the listing", 1)
+            if len(verdict.problems) < 10:
+                verdict.problems.append(f"segment {name} was created and is no longer listed")
 
     async def verifier() -> None:
         for name in names:
@@ -89,6 +99,23 @@ async def verify_all(
     await asyncio.gather(*(verifier() for _ in range(_VERIFIERS)))
     verdict.problems.extend(f"could not verify {why}" for why in unreadable[:10])
     return verdict
+
+
+async def _not_listed(load: Load, client: httpx.AsyncClient, patience_s: float) -> list[str]:
+    """The drill's segments that ``GET /v1/segments`` does not name (all of them were created,
+    and none is ever deleted)."""
+    # Names share a character prefix (drill/segment-), not a path: commonpath would not do.
+    prefix = os.path.commonprefix(list(load.ledgers))  # noqa: RUF071
+    listed: set[str] = set()
+    after: str | None = None
+    while True:
+        params = {"prefix": prefix, "limit": "1000"} | ({} if after is None else {"after": after})
+        body = await _get(client, "/v1/segments", patience_s, **params)
+        page = json.loads(body or b"{}")
+        listed.update(page.get("segments", []))
+        after = page.get("next")
+        if after is None:
+            return sorted(set(load.ledgers) - listed)
 
 
 def _error_code(answer: httpx.Response) -> str:

@@ -123,3 +123,26 @@ async def test_a_damaged_chunk_loses_what_lies_past_the_damage_and_says_why(
     assert verdict.lost_reasons == {"unreadable: 502 data_corrupted": verdict.lost}
     assert verdict.checked == len(acknowledged) - verdict.lost > 0
     assert verdict.torn_bytes == 0
+
+
+async def test_untouched_segments_are_read_by_no_check_but_the_last_asks_that_they_exist(
+    tmp_path: Path,
+) -> None:
+    """With many segments most are untouched between two faults: a check after a fault reads
+    none of them, and the final check finds one that vanished through the listing."""
+    names = [f"drill/segment-{i:03d}" for i in range(40)]
+    async with SegmentStore.open(tmp_path) as store:
+        transport = httpx.ASGITransport(app=create_app(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://store") as client:
+            load = Load(client, names, writers=1, readers=0, payload_bytes=(100, 200), seed=7)
+            await load.create_segments()
+            answer = await client.post(segment_path(names[0]) + ":append", content=record(9, 1, 64))
+            load.ledgers[names[0]].acknowledged[(9, 1)] = (answer.json()["offset"], 88)
+            await store.delete_segment(names[7])  # never appended to: nothing of it is in a ledger
+            after_fault = await verify_all(load, client, timeout_s=5, since={})
+            assert (after_fault.checked, after_fault.lost) == (1, 0)
+            assert set(after_fault.ends) == {names[0]}  # the only one read
+            final = await verify_all(load, client, timeout_s=5)
+            assert (final.checked, final.lost) == (1, 1)
+            assert final.lost_reasons == {"created, then missing from the listing": 1}
+            assert final.problems == [f"segment {names[7]} was created and is no longer listed"]
