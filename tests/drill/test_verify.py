@@ -4,6 +4,8 @@ only beyond what an earlier check read, and a record missing there is found lost
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -19,6 +21,13 @@ from segmentstore.tier2 import ManifestStore, open_chunk_storage
 NAME = "drill/segment-000"
 
 
+async def until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the load acknowledged too little in time"
+        await asyncio.sleep(0.05)
+
+
 async def test_a_check_from_where_the_last_one_ended_reads_and_checks_only_the_rest(
     tmp_path: Path,
 ) -> None:
@@ -28,9 +37,9 @@ async def test_a_check_from_where_the_last_one_ended_reads_and_checks_only_the_r
             load = Load(client, [NAME], writers=3, readers=0, payload_bytes=(100, 2000), seed=5)
             await load.create_segments()
             load.start()
-            await asyncio.sleep(0.5)
-            await load.stop()
             ledger = load.ledgers[NAME]
+            await until(lambda: len(ledger.acknowledged) > 10)
+            await load.stop()
             whole = await verify_all(load, client, timeout_s=5)
             assert whole.checked == len(ledger.acknowledged) > 10
             assert (whole.lost, whole.torn_bytes, whole.duplicated) == (0, 0, 0)

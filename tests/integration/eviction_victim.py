@@ -77,7 +77,15 @@ def _after(owner: Any, method: str, step: str) -> None:
 
 def arm(step: str) -> None:
     if step == "state_saved":
-        _after(SegmentFlusher, "save_state", step)
+        # The write of its last bytes may carry the state already (no save_state follows).
+        original_save = SegmentFlusher._save
+
+        def save(self: SegmentFlusher, manifest: Any) -> None:
+            original_save(self, manifest)
+            if self.complete:
+                _die(step)
+
+        SegmentFlusher._save = save  # type: ignore[method-assign]
     elif step == "evicted":
         _after(SegmentContainer, "evict", step)
     elif step == "checkpointed":
