@@ -107,6 +107,11 @@ def test_a_killed_worker_is_started_again_while_the_other_serves_on(node: Served
             time.sleep(0.02)
         assert restarted_at is not None and restarted_at < 5, node.log()
         assert http.get("/readyz").status_code == 200
+        for container, name in names.items():  # ready: every container answers again
+            r = http.post(f"/v1/segments/{name}:append", content=b"after")
+            answers[container].add(r.status_code)
+            if r.status_code == 200:
+                acknowledged[name] += b"after"
         # w0's containers (0, 2) never stopped answering; w1's (1, 3) were 503 meanwhile.
         for container in (0, 2):
             assert answers[container] == {200}, answers
