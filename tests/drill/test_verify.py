@@ -155,3 +155,24 @@ async def test_untouched_segments_are_read_by_no_check_but_the_last_asks_that_th
             assert (final.checked, final.lost) == (1, 1)
             assert final.lost_reasons == {"created, then missing from the listing": 1}
             assert final.problems == [f"segment {names[7]} was created and is no longer listed"]
+
+
+async def test_a_check_after_a_fault_reads_at_most_its_share_and_the_final_one_all(
+    tmp_path: Path,
+) -> None:
+    names = [f"drill/segment-{i:03d}" for i in range(12)]
+    async with SegmentStore.open(tmp_path) as store:
+        transport = httpx.ASGITransport(app=create_app(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://store") as client:
+            load = Load(client, names, writers=1, readers=0, payload_bytes=(100, 200), seed=8)
+            await load.create_segments()
+            for i, name in enumerate(names):
+                answer = await client.post(segment_path(name) + ":append", content=record(9, i, 64))
+                load.ledgers[name].acknowledged[(9, i)] = (answer.json()["offset"], 88)
+            sampled = await verify_all(load, client, timeout_s=5, since={}, most=5)
+            assert (sampled.checked, sampled.lost, len(sampled.ends)) == (5, 0, 5)
+            rest = await verify_all(load, client, timeout_s=5, since=sampled.ends, most=100)
+            assert (rest.checked, len(rest.ends)) == (7, 7)  # only those not checked yet
+            assert set(rest.ends) | set(sampled.ends) == set(names)
+            final = await verify_all(load, client, timeout_s=5)
+            assert (final.checked, final.lost) == (12, 0)
