@@ -12,7 +12,9 @@ way; a program embedding the store with many segments may call the same.
 
 from __future__ import annotations
 
+import ctypes
 import gc
+from collections.abc import Callable
 
 # Young objects are collected every 10,000 allocations (rather than 700), the middle generation
 # every 20 young collections, the oldest every 1,000 of those (and only once it grew by a
@@ -23,3 +25,22 @@ THRESHOLDS = (10_000, 20, 1_000)
 def tune_for_many_segments() -> None:
     """Set the collector's thresholds for a process holding many segments."""
     gc.set_threshold(*THRESHOLDS)
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
+        return None
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def give_back_freed_memory() -> None:
+    """Return the C heap's free pages to the system. After many segments leave memory at once
+    their objects are freed, but glibc keeps the pages they lived on, so the node's resident
+    memory would stay at its peak."""
+    if _TRIM is not None:
+        _TRIM(0)

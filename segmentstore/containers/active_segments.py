@@ -31,6 +31,7 @@ from typing import Protocol
 
 from segmentstore.containers.manifest_lookups import ManifestLookups
 from segmentstore.contracts.errors import ContainerUnavailableError, SegmentNotFoundError
+from segmentstore.gc_tuning import give_back_freed_memory
 from segmentstore.metadata.container_metadata import ContainerMetadata, SegmentMetadata
 from segmentstore.metadata.time_index import SegmentTimeIndex
 from segmentstore.settings import MetadataSettings
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 # is followed by a checkpoint, so that the next recovery does not replay them.
 _CHECKPOINT_SHARE = 0.1
 _CHECKPOINT_COUNT = 10_000
+# A round that evicted this many gives the freed heap back to the system (it costs a walk of
+# the heap's free lists: not every round).
+_TRIM_AFTER = 1_000
 
 
 class ActiveSegmentsHost(Protocol):
@@ -184,6 +188,8 @@ class ActiveSegments:
                 evicted, active = self.evict_round()
                 if evicted >= min(_CHECKPOINT_COUNT, max(1, active * _CHECKPOINT_SHARE)):
                     await self._host.checkpoint()
+                if evicted >= _TRIM_AFTER:
+                    give_back_freed_memory()
             except asyncio.CancelledError:
                 raise
             except Exception as error:
