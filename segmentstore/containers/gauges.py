@@ -3,21 +3,14 @@ read, and the health checks the supervisor asks before it recovers a failed cont
 
 from __future__ import annotations
 
+from segmentstore.containers.container_base import ContainerBase
 from segmentstore.containers.retention import RetentionEnforcer
-from segmentstore.logs.operation_log import OperationLog
 from segmentstore.metadata.container_metadata import ContainerMetadata
-from segmentstore.tier1 import DurableDataLog
 from segmentstore.writer.writer import Writer
 
 
-class ContainerGauges:
+class ContainerGauges(ContainerBase):
     """Read-only views over the state a :class:`SegmentContainer` keeps."""
-
-    _durable: ContainerMetadata
-    _log: OperationLog | None
-    _data_log: DurableDataLog | None
-    _writer: Writer | None
-    _retention_enforcer: RetentionEnforcer | None
 
     @property
     def segment_count(self) -> int:

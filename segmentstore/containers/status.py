@@ -15,3 +15,8 @@ class ContainerStatus(StrEnum):
     # Failed: recovered by itself with backoff unless the failure is permanent (a corrupt
     # log, a newer owner), which needs a person.
     OFFLINE = "offline"
+
+
+# Looking an enum member up on its class costs about 80 ns: the append path reads these instead.
+RUNNING = ContainerStatus.RUNNING
+READ_ONLY = ContainerStatus.READ_ONLY
