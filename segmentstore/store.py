@@ -22,16 +22,12 @@ from types import TracebackType
 from typing import Any
 
 from segmentstore.arguments import non_negative, retention_policy, whole_bytes
-from segmentstore.cache import BlockArenaCache
 from segmentstore.containers.container import SegmentContainer
-from segmentstore.containers.manifest_lookups import ManifestLookups
 from segmentstore.containers.orphaned_tier2 import adopt_orphaned_tier2
-from segmentstore.containers.parts import default_parts
-from segmentstore.containers.recoveries import Recoveries
+from segmentstore.containers.registry import ContainerRegistry
 from segmentstore.containers.shared_tier2 import claim_shared_tier2
 from segmentstore.containers.status import ContainerStatus
-from segmentstore.containers.supervisor import ContainerSupervisor, stays_read_only
-from segmentstore.containers.tier1_logs import claim_shared_tier1, tier1_log
+from segmentstore.containers.tier1_logs import claim_shared_tier1
 from segmentstore.contracts.attributes import AttributeUpdate
 from segmentstore.contracts.errors import (
     ContainerNotFoundError,
@@ -46,16 +42,11 @@ from segmentstore.contracts.mapping import container_of
 from segmentstore.contracts.names import transaction_name, validate_int64, validate_segment_name
 from segmentstore.contracts.segment_info import AppendResult, EventsRead, SegmentInfo
 from segmentstore.data_dir import claim_data_dir, lock_data_dir, unlock_data_dir
-from segmentstore.logs.observed_data_log import observed
 from segmentstore.observations import Observations
-from segmentstore.reading.cache_manager import CacheManager
-from segmentstore.reading.tier2_reads import Tier2Reads
 from segmentstore.reading.whole_events import read_whole_events
 from segmentstore.settings import Settings
-from segmentstore.tier1 import DurableDataLog
 from segmentstore.tier2 import Tier2Error, open_chunk_storage
 from segmentstore.tier2.layout_migration import holds_layout_1
-from segmentstore.writer.observed_chunk_storage import ObservedChunkStorage
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +73,12 @@ class SegmentStore:
         self.share = share
         self._count = settings.store.containers
         self.containers: list[SegmentContainer] = []
-        self._restarts: dict[int, asyncio.Lock] = {}
         # The containers this process serves: all of them, unless a cluster shares them out.
         self.owned: set[int] = set()
         self._started = False
         self._jetstream = settings.tier1.jetstream if settings.tier1.mode == "jetstream" else None
         # Where the parts report their figures (Tier 1 and Tier 2 writes, recoveries).
         self.observations = Observations()
-        self._recoveries = Recoveries(self.observations)
 
     @classmethod
     def open(
@@ -176,74 +165,25 @@ class SegmentStore:
                 await asyncio.to_thread(storage.close)
             unlock_data_dir(self._data_dir_lock)
             raise
-        cache = self.settings.cache
-        self.cache_manager = CacheManager(
-            BlockArenaCache(cache.max_bytes, block_bytes=cache.block_bytes),
-            self.settings.durable_log.throttle_max_delay_ms,
+        registry = self._registry = ContainerRegistry(
+            self.settings, storage, self.observations, self.share
         )
-        self.tier2 = Tier2Reads(
-            ObservedChunkStorage(storage, self.observations),
-            self.cache_manager,
-            self.settings.storage_writer.read_block_bytes,
-            self.settings.storage_writer.verify_checksums,
-        )
-        parts = default_parts(
-            data_log=self._data_log,
-            durable_log=self.settings.durable_log,
-            cache=cache,
-            cache_manager=self.cache_manager,
-            storage_writer=self.settings.storage_writer,
-            storage=self.tier2.storage,
-            tier1_segment_bytes=self.settings.tier1.segment_bytes,
-        )
-        self._lookups = ManifestLookups(self.tier2.storage)
-        self.containers = [
-            SegmentContainer(
-                i,
-                self.settings.store,
-                parts,
-                self.cache_manager,
-                self.tier2,
-                self.settings.metadata,
-                self._lookups,
-            )
-            for i in range(self._count)
-        ]
-        # In a cluster the containers are taken one by one, as their leases are won.
-        initial = [] if self.settings.cluster.enabled else self.containers
-        if self.share is not None:
-            initial = [c for c in initial if c.id in self.share]
-        self.owned = {c.id for c in initial}
-        log.info("starting %d of %d containers over %s", len(initial), self._count, data_dir)
-        self._recoveries.begin(initial)
-        self._supervisor = ContainerSupervisor(
-            self.containers, self.restart_container, self.settings.store, self.owned.__contains__
-        )
-        self._supervisor.start()
+        self.cache_manager, self.tier2 = registry.cache_manager, registry.tier2
+        self.containers, self.owned = registry.containers, registry.owned
+        registry.start()
         self._started = True
         if wait_for_recovery:
             await self.recovered()
 
     async def recovered(self) -> None:
         """Wait until every container has finished recovering (running, or offline)."""
-        await self._recoveries.wait()
-
-    def _data_log(self, container_id: int) -> DurableDataLog:
-        data_log = tier1_log(
-            self.settings.store.data_dir, self.settings.tier1, self._jetstream, container_id
-        )
-        return observed(data_log, self.observations)
+        await self._registry.recovered()
 
     async def close(self) -> None:
         """Finish pending operations and release every container. Idempotent."""
         if self._started:
             self._started = False
-            await self._supervisor.stop()
-            # A recovery under way finishes first: stopping it midway would race with it.
-            await self._recoveries.settle()
-            await asyncio.gather(*(c.stop() for c in self.containers))
-            self._lookups.close()
-            self.cache_manager.cache.close()
+            await self._registry.close()
             await asyncio.to_thread(self.tier2.storage.close)
             unlock_data_dir(self._data_dir_lock)
 
@@ -253,33 +193,17 @@ class SegmentStore:
         its reads, ``InsufficientStorageError``, while Tier 1 has less than
         ``store.recovery_room_bytes`` free: its recovery would fail for want of room and
         leave it serving nothing."""
-        container = self.container(container_id)
-        lock = self._restarts.setdefault(container_id, asyncio.Lock())
-        async with lock:
-            refusal = stays_read_only(container, self.settings.store.recovery_room_bytes)
-            if refusal is not None:
-                raise refusal
-            await container.stop()
-            await self._recoveries.recover(container)
-        return container
+        return await self._registry.restart(self.container(container_id))
 
     async def take_container(self, container_id: int) -> SegmentContainer:
         """Serve a container from now on (its lease was won): recover it, fencing its
         previous owner out of Tier 1."""
-        container = self.container(container_id)
-        async with self._restarts.setdefault(container_id, asyncio.Lock()):
-            self.owned.add(container_id)
-            await container.stop()
-            await self._recoveries.recover(container)
-        return container
+        return await self._registry.take(self.container(container_id))
 
     async def release_container(self, container_id: int) -> None:
         """Stop serving a container (handed over, or its lease lost): finish what is in
         flight, then forget it."""
-        container = self.container(container_id)
-        async with self._restarts.setdefault(container_id, asyncio.Lock()):
-            self.owned.discard(container_id)
-            await container.release()
+        await self._registry.release(self.container(container_id))
 
     def container(self, container_id: int) -> SegmentContainer:
         if not 0 <= container_id < len(self.containers):

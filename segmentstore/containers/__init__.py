@@ -5,10 +5,12 @@ Owns: the container (:mod:`.container`: its lifecycle and changes; its reads, :m
 what its Storage Writer and active segments call back into, :mod:`.host_side`), the factories
 of its parts (:mod:`.parts`: the Durable Log, read indexes and Storage Writer it is built from)
 and its states (:mod:`.status`), what a commit changes besides metadata
-(:mod:`.commit_effects`), and the retention enforcer (:mod:`.retention`); the segment ->
-container mapping is :mod:`segmentstore.contracts.mapping`.
+(:mod:`.commit_effects`), and the retention enforcer (:mod:`.retention`); and a store's
+containers together (:mod:`.registry`: built over their shared parts, recovered, supervised,
+restarted, taken and released); the segment -> container mapping is
+:mod:`segmentstore.contracts.mapping`.
 May import: the other core packages (``metadata``, ``logs``, ``reading``, ``writer``), the
 storage leaves (``tier1``, ``tier2``, ``cache``), ``contracts`` and ``vocabulary``. The store
-(:mod:`segmentstore.store`) builds the containers; the cluster's membership, the HTTP API (its
-container views) and the command line use them through it.
+(:mod:`segmentstore.store`) opens the registry; the cluster's membership, the HTTP API (its
+container views) and the command line use the containers through it.
 """
