@@ -23,15 +23,14 @@ from typing import Any
 
 from segmentstore.arguments import non_negative, retention_policy, whole_bytes
 from segmentstore.containers.container import SegmentContainer
+from segmentstore.containers.listing import list_names
 from segmentstore.containers.orphaned_tier2 import adopt_orphaned_tier2
 from segmentstore.containers.registry import ContainerRegistry
 from segmentstore.containers.shared_tier2 import claim_shared_tier2
-from segmentstore.containers.status import ContainerStatus
 from segmentstore.containers.tier1_logs import claim_shared_tier1
 from segmentstore.contracts.attributes import AttributeUpdate
 from segmentstore.contracts.errors import (
     ContainerNotFoundError,
-    ContainerUnavailableError,
     InvalidArgumentError,
     PayloadTooLargeError,
 )
@@ -49,9 +48,6 @@ from segmentstore.tier2 import Tier2Error, open_chunk_storage
 from segmentstore.tier2.layout_migration import holds_layout_1
 
 log = logging.getLogger(__name__)
-
-
-_SERVING_READS = (ContainerStatus.RUNNING, ContainerStatus.READ_ONLY)
 
 
 @lru_cache(maxsize=65536)
@@ -394,39 +390,13 @@ class SegmentStore:
         recovering container's names would be wrong)."""
         if limit is not None:
             non_negative("limit", limit)
-        owned = [c for c in self.containers if c.id in self.owned]
-        for c in owned:
-            if (self.settings.cluster.enabled or self.share is not None) and (
-                c.status not in _SERVING_READS
-            ):
-                raise ContainerUnavailableError(c.id, c.failure or c.status.value)
-        names = {n for c in owned for n in c.active_names(prefix) if after is None or n > after}
-        if all(c.segment_count <= c.active_segment_count for c in owned):
-            # Every segment is in memory: Tier 2 can name no other.
-            listed = sorted(names)
-            return listed if limit is None else listed[:limit]
-        try:
-            names.update(await asyncio.to_thread(self._stored_names, prefix, after, limit))
-        except Tier2Error as error:
-            raise ContainerUnavailableError(
-                owned[0].id if owned else 0, f"cannot list Tier 2: {error}"
-            ) from error
-        listed = sorted(names)
-        return listed if limit is None else listed[:limit]
-
-    def _stored_names(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
-        """The inactive segments' names from Tier 2 that this node serves: at least ``limit``
-        of them (all if None), in order, reading Tier 2 a page at a time. Tier 2 still names
-        segments whose delete (or merge) has not reached it yet: those are left out."""
-        found: list[str] = []
-        batch = None if limit is None else max(limit, 100)
-        cursor = after
-        while True:
-            page = self.tier2.list_names(prefix, cursor, batch)
-            for name in page:
-                container = self.containers[_route(name, self._count)]
-                if container.id in self.owned and not container.removal_pending(name):
-                    found.append(name)
-            if batch is None or len(page) < batch or limit is None or len(found) >= limit:
-                return found
-            cursor = page[-1]
+        return await list_names(
+            self.containers,
+            self.owned,
+            self._for,
+            self.tier2,
+            prefix=prefix,
+            after=after,
+            limit=limit,
+            shared_out=self.settings.cluster.enabled or self.share is not None,
+        )
