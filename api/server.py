@@ -26,10 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -330,6 +331,18 @@ def serve_settings(
         on_started=on_started,
         worker=worker,
     )
+    _run(service)
+
+
+def serve_app(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> None:
+    """Serve any ASGI ``app`` as ``segmentstore serve`` serves the store (the same server
+    settings, on uvloop) until SIGTERM or SIGINT: the bare baselines of ``segmentstore bench
+    http`` (:mod:`segmentstore.bench.http_baselines`), whose ratios are then what the store
+    costs behind the same server."""
+    _run(uvicorn.Server(server_config(app, host, port, log_level="info")).serve())
+
+
+def _run(service: Coroutine[Any, Any, None]) -> None:
     try:
         import uvloop  # uvicorn[standard] brings it: a faster event loop
     except ImportError:  # pragma: no cover

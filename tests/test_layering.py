@@ -65,6 +65,7 @@ def test_every_module_belongs_to_a_unit() -> None:
         ("segmentstore.client.x", "from segmentstore.metadata import m", "client may not"),
         ("segmentstore.tier2.x", "from tier2 import ChunkStorage", "installs as"),
         ("segmentstore.containers.x", "import fastapi", "may not import fastapi"),
+        ("segmentstore.bench.x", "import uvicorn", "may not import uvicorn"),
         ("segmentstore.cli", "from segmentstore.api.server import serve", "lazily"),
     ],
 )

@@ -1,9 +1,9 @@
 """The bare baselines of ``segmentstore bench http``: the store's data routes, and no store.
 
 Run as ``python -m segmentstore.bench.http_baselines fastapi`` or ``... asgi`` (a child process,
-like the store's server), each with the same server settings as ``segmentstore serve``
-(:func:`segmentstore.api.server.server_config`), so that the benchmark's ratios are the cost
-of the store behind the same HTTP server:
+like the store's server), each served as ``segmentstore serve`` serves the store
+(:func:`segmentstore.api.server.serve_app`), so that the benchmark's ratios are the cost of the
+store behind the same HTTP server:
 
 - ``fastapi``: a FastAPI app whose routes take each body and throw it away (reads answer a
   constant buffer): what the same routes cost through FastAPI alone;
@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import sys
 
-import uvicorn
-import uvloop
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from segmentstore.api.server import server_config
+from segmentstore.api.server import serve_app
 
 app = FastAPI()
 HEADERS = {"Segment-Start-Offset": "0", "Segment-Length": "0", "Segment-Sealed": "false"}
@@ -87,5 +85,4 @@ async def asgi_app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 if __name__ == "__main__":
-    served = asgi_app if sys.argv[1:] == ["asgi"] else app
-    uvloop.run(uvicorn.Server(server_config(served, "127.0.0.1", 0, log_level="info")).serve())
+    serve_app(asgi_app if sys.argv[1:] == ["asgi"] else app)
