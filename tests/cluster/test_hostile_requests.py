@@ -50,14 +50,20 @@ def nodes(
         cluster.stop()
 
 
-def routes(nodes: StoreCluster, name: str) -> tuple[str, str, str]:
-    """(owner id, owner URL, another node's URL) for segment ``name``."""
-    view = nodes.cluster_map()
+def routes(nodes: StoreCluster, name: str, timeout_s: float = 30) -> tuple[str, str, str]:
+    """(owner id, owner URL, another node's URL) for segment ``name``, once its container has
+    an owner (on a loaded machine a lease can lapse and be taken again between two tests)."""
     container = container_of(name, nodes.containers)
-    owner = next(c["owner"] for c in view["containers"] if c["id"] == container)
-    urls = {n["id"]: n["url"] for n in view["nodes"]}
-    other = next(url for node, url in urls.items() if node != owner)
-    return owner, urls[owner], other
+    deadline = time.monotonic() + timeout_s
+    while True:
+        view = nodes.cluster_map()
+        owner = next(c["owner"] for c in view["containers"] if c["id"] == container)
+        urls = {n["id"]: n["url"] for n in view["nodes"]}
+        if owner in urls:
+            other = next(url for node, url in urls.items() if node != owner)
+            return owner, urls[owner], other
+        assert time.monotonic() < deadline, f"container {container} has no owner: {view}"
+        time.sleep(0.2)
 
 
 def fresh_segment(nodes: StoreCluster) -> str:
