@@ -1,6 +1,7 @@
 """Every Spark code block of the README and docs/ (those marked ``<!-- docs-test: spark -->``),
 run as written, extracted from the pages, from a directory outside the repository, on
-``local[2]`` and again on a standalone Master and Worker on 127.0.0.1 (``MASTER``).
+``local[2]`` (and on a standalone cluster: test_docs_spark_standalone.py, a module of its own
+so that the two, the longest Spark tests, can run side by side).
 
 As a user runs them: without the virtual environment on PATH (``python3`` there is the
 system's, so executors that fell back to it would fail), Python blocks run by the
@@ -20,7 +21,6 @@ import signal
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,6 @@ import pytest
 from doc_blocks import Block, blocks
 
 from segmentstore.harness.served_store import ServedStore
-from segmentstore.jobs.standalone import StandaloneCluster
 from segmentstore.loopback import free_port
 
 from .conftest import frame, wait_until
@@ -142,15 +141,6 @@ def run_block(block: Block, where: Path, env: dict[str, str], index: int) -> str
     return output
 
 
-@contextlib.contextmanager
-def master_for(where: str) -> Iterator[str | None]:
-    if where == "local":
-        yield None
-        return
-    with StandaloneCluster(os.environ, worker_cores=2) as cluster:
-        yield cluster.master_url
-
-
 def test_the_spark_pages_are_covered() -> None:
     spark_page = [b for b in blocks(REPO / "docs" / "spark.md") if b.lang in ("python", "sh")]
     assert spark_page and all(b.marker == "spark" for b in spark_page)
@@ -158,20 +148,26 @@ def test_the_spark_pages_are_covered() -> None:
     assert any(b.path.name == "README.md" for b in SPARK_BLOCKS)
 
 
-@pytest.mark.timeout(2400)
-@pytest.mark.parametrize("where", ["local", "standalone"])
-def test_every_spark_block_runs_as_written(where: str, prepared: Prepared, tmp_path: Path) -> None:
+@pytest.mark.timeout(1200)
+def test_every_spark_block_runs_as_written_on_local_spark(
+    prepared: Prepared, tmp_path: Path
+) -> None:
+    run_every_block(SPARK_BLOCKS, None, prepared, tmp_path)
+
+
+def run_every_block(
+    spark_blocks: list[Block], master: str | None, prepared: Prepared, tmp_path: Path
+) -> None:
+    """Run the blocks in order in a fresh directory (``MASTER`` set to ``master`` if any),
+    and check what they print and write against the prepared events."""
     workdir = tmp_path / "work"
     workdir.mkdir()
     assert REPO not in workdir.resolve().parents
     shutil.copytree(prepared.data, workdir / "data")
     total = sum(prepared.events.values())
-    outputs = []
-    with master_for(where) as master:
-        env = user_environment(tmp_path / "bin", master)
-        for index, block in enumerate(SPARK_BLOCKS):
-            outputs.append((block, run_block(block, workdir, env, index)))
-    everything = "\n".join(output for _, output in outputs)
+    env = user_environment(tmp_path / "bin", master)
+    outputs = [run_block(block, workdir, env, i) for i, block in enumerate(spark_blocks)]
+    everything = "\n".join(outputs)
     assert f"{total} events\n" in everything
     assert f"{prepared.events['scope/stream/0']} keyed events in scope/stream/0" in everything
     assert f"{total} events streamed so far" in everything
