@@ -152,14 +152,15 @@ def test_the_spark_pages_are_covered() -> None:
 def test_every_spark_block_runs_as_written_on_local_spark(
     prepared: Prepared, tmp_path: Path
 ) -> None:
-    run_every_block(SPARK_BLOCKS, None, prepared, tmp_path)
+    workdir = run_every_block(SPARK_BLOCKS, None, prepared, tmp_path)
+    assert (workdir / "events-parquet").is_dir() and (workdir / "compacted").is_dir()
 
 
 def run_every_block(
     spark_blocks: list[Block], master: str | None, prepared: Prepared, tmp_path: Path
-) -> None:
+) -> Path:
     """Run the blocks in order in a fresh directory (``MASTER`` set to ``master`` if any),
-    and check what they print and write against the prepared events."""
+    check what they print against the prepared events, and return the directory."""
     workdir = tmp_path / "work"
     workdir.mkdir()
     assert REPO not in workdir.resolve().parents
@@ -173,6 +174,6 @@ def run_every_block(
     assert f"{total} events streamed so far" in everything
     for name, count in prepared.events.items():
         assert any(name in line and f" {count} " in f" {line} " for line in everything.splitlines())
-    assert (workdir / "events-parquet").is_dir() and (workdir / "compacted").is_dir()
     if master is not None:
         assert "Spark 4" in everything and master in everything
+    return workdir

@@ -1,9 +1,12 @@
 """The Spark blocks of the README and docs/ run as written on a standalone Master and Worker
-on 127.0.0.1, named by ``MASTER`` as the pages say (``test_docs_spark.py`` runs them on
-``local[2]``, and says how a user's environment is made).
+on 127.0.0.1, named by ``MASTER`` as the pages say (``test_docs_spark.py`` runs every block
+on ``local[2]``, and says how a user's environment is made).
 
-The block that starts a standalone cluster of its own is left out here: it does not read
-``MASTER``, and it has run on local Spark already.
+Here: every Python block (each starts its session on ``$MASTER``) and the README's job (the
+command takes ``$MASTER`` too). Left out: the block that starts a cluster of its own (it
+ignores ``MASTER``; the local run runs it, and its job on that cluster), and the page's three
+jobs one after another (test_standalone.py runs all three on a standalone cluster against
+local Spark, over many chunks on S3).
 """
 
 from __future__ import annotations
@@ -26,19 +29,19 @@ pytestmark = [
 
 __all__ = ["prepared"]  # the fixture, shared with the local run's module
 
-OWN_CLUSTER = [b for b in SPARK_BLOCKS if "segmentstore spark standalone" in b.text]
+ON_A_CLUSTER = [b for b in SPARK_BLOCKS if b.lang == "python" or b.path.name == "README.md"]
 
 
-def test_the_block_with_a_cluster_of_its_own_is_the_only_one_left_out() -> None:
-    assert len(OWN_CLUSTER) == 1 and "MASTER" not in OWN_CLUSTER[0].text.replace(
-        "SPARK_MASTER_PORT", ""
-    )
+def test_the_blocks_left_out_are_the_page_s_jobs_and_its_own_cluster() -> None:
+    left_out = [b for b in SPARK_BLOCKS if b not in ON_A_CLUSTER]
+    assert len(left_out) == 2 and all(b.path.name == "spark.md" for b in left_out)
+    assert any("segmentstore spark standalone" in b.text for b in left_out)
+    assert any("spark compact" in b.text and "spark export" in b.text for b in left_out)
 
 
 @pytest.mark.timeout(1200)
-def test_every_spark_block_runs_as_written_on_a_standalone_cluster(
+def test_the_spark_blocks_run_as_written_on_a_standalone_cluster(
     prepared: Prepared, tmp_path: Path
 ) -> None:
     with StandaloneCluster(os.environ, worker_cores=2) as cluster:
-        blocks = [b for b in SPARK_BLOCKS if b not in OWN_CLUSTER]
-        run_every_block(blocks, cluster.master_url, prepared, tmp_path)
+        run_every_block(ON_A_CLUSTER, cluster.master_url, prepared, tmp_path)
