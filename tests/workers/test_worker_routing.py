@@ -81,3 +81,18 @@ async def test_clients_and_writers_go_straight_to_the_owning_worker(node: Served
         for name in names:
             assert blocking.read(name, 0).data[: len(name)] == name.encode()
     assert moved(node.url) == before, "a request went through a worker that does not own it"
+
+
+def test_a_container_restart_answered_is_seen_ready_by_every_worker(node: ServedStore) -> None:
+    """``POST /v1/containers/{id}:restart`` answers once the container runs again; from then on
+    the whole node is ready, whichever worker is asked (each reads its siblings' readiness on
+    the board, which the restarting worker must bring up to date before it answers)."""
+    view = httpx.get(f"{node.url}/v1/cluster", timeout=10).json()
+    workers = [n["url"] for n in view["nodes"]]
+    for round_ in range(40):
+        container = 1 + 2 * (round_ % 2)  # worker w1's: 1, 3
+        restarted = httpx.post(f"{node.url}/v1/containers/{container}:restart", timeout=60)
+        assert restarted.status_code == 200, restarted.text
+        for url in [*workers, node.url]:
+            ready = httpx.get(f"{url}/readyz", timeout=10)
+            assert ready.status_code == 200, (round_, url, ready.text)
