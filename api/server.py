@@ -338,7 +338,7 @@ def serve_settings(
 def serve_app(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> None:
     """Serve any ASGI ``app`` as ``segmentstore serve`` serves the store (the same server
     settings, on uvloop) until SIGTERM or SIGINT: the bare baselines of ``segmentstore bench
-    http`` (:mod:`segmentstore.bench.http_baselines`), whose ratios are then what the store
+    http`` (:mod:`segmentstore.api.baselines`), whose ratios are then what the store
     costs behind the same server."""
     _run(uvicorn.Server(server_config(app, host, port, log_level="info")).serve())
 

@@ -37,7 +37,7 @@ def start_servers(base: Path, environ: Mapping[str, str]) -> dict[str, ServedSto
     """The store and the two bare baselines (``fastapi``, ``asgi``), ready."""
     servers = {"store": store_process(base, environ)}
     for kind in ("fastapi", "asgi"):
-        argv = [sys.executable, "-m", "segmentstore.bench.http_baselines", kind]
+        argv = [sys.executable, "-m", "segmentstore.api.baselines", kind]
         env = child_environment(environ)
         servers[kind] = ServedStore.launch(argv, env, REPO, base / f"{kind}.log")
     try:

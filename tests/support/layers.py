@@ -75,8 +75,8 @@ ALLOWED = {
     # the client speaks the contract and nothing else of the server: a client-only install
     # has no server code (test_client_package proves no backend loads)
     "client": SHARED,
-    # every benchmark, the API's and the Spark jobs' too (against their bare baselines: FastAPI
-    # and ASGI served by the API's own server, pyarrow reading the chunks Spark reads)
+    # every benchmark, the API's and the Spark jobs' too (against their bare baselines: the
+    # API's are apps of the API itself, pyarrow reads the chunks Spark reads)
     "bench": {
         "vocabulary",
         *SHARED,
@@ -115,10 +115,10 @@ PACKAGE_SURFACE = {"vocabulary", *SHARED, "store"}  # what segmentstore/__init__
 LAZY_FOR_CLI = {"api", "jobs", "bench", "store", "drill", "cluster", "workers"}
 # third-party package -> the only units that may import it
 FRAMEWORKS = {
-    "fastapi": {"api", "bench"},
-    # the server is the API's alone: the benchmarks' bare baselines are served through it
+    # the HTTP framework and server are the API's alone, its benchmarks' baseline apps included
+    "fastapi": {"api"},
     "uvicorn": {"api"},
-    "starlette": {"api", "bench"},
+    "starlette": {"api"},
     "pyspark": {"jobs"},
     "pyarrow": {"tier1", "tier2", "jobs", "bench"},
     "boto3": {"tier1", "tier2"},

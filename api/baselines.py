@@ -1,6 +1,8 @@
 """The bare baselines of ``segmentstore bench http``: the store's data routes, and no store.
+They are HTTP apps, so they live with the API (FastAPI is the API's alone); the benchmark
+(:mod:`segmentstore.bench.http_servers`) only starts them.
 
-Run as ``python -m segmentstore.bench.http_baselines fastapi`` or ``... asgi`` (a child process,
+Run as ``python -m segmentstore.api.baselines fastapi`` or ``... asgi`` (a child process,
 like the store's server), each served as ``segmentstore serve`` serves the store
 (:func:`segmentstore.api.server.serve_app`), so that the benchmark's ratios are the cost of the
 store behind the same HTTP server:
