@@ -275,7 +275,6 @@ async def serve(
         hand_off = ConnectionHandOff(worker, store.container_of, owner_of)
         app.state.hand_off = hand_off
         publisher = BoardPublisher(store, worker, lambda: readiness(store, ownership).ready)
-        app.state.board_publisher = publisher
     config = server_config(
         app,
         host,

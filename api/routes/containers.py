@@ -6,7 +6,7 @@ import asyncio
 import re
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from segmentstore.api.schemas import Containers, ContainerView, container_json, error_responses
@@ -58,18 +58,13 @@ def containers_router(store: SegmentStore, cluster: ContainerOwnership | None) -
         ),
         summary="Stop a container and recover it in place; answers once it runs again",
     )
-    async def restart(container_id: str, request: Request) -> Response:
+    async def restart(container_id: str) -> Response:
         # Parsed here rather than typed ``int`` so that "1_0" or "+1" are not containers.
         if not _INTEGER.fullmatch(container_id):
             raise InvalidArgumentError(f"a container id is an integer, not {container_id!r}")
         wanted = store.container(int(container_id))  # 404 before waiting for the lock
         async with restarting:
             container = await store.restart_container(wanted.id)
-        # A worker of a node: its siblings answer for the whole node from the board, so the
-        # board says the container runs again before the answer does.
-        publisher = getattr(request.app.state, "board_publisher", None)
-        if publisher is not None:
-            publisher.publish()
         if container.status is not ContainerStatus.RUNNING:
             raise ContainerUnavailableError(
                 container.id, container.failure or container.status.value

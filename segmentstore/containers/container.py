@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from segmentstore.cache import CacheFullError
 from segmentstore.containers.active_segments import ActiveSegments
@@ -86,12 +86,20 @@ class SegmentContainer(ContainerReads, ContainerHostSide, ContainerGauges):
         self._tier2 = tier2
         self._time_lookup = TimeLookup(tier2.storage, self._time_index_of)
         self.status = ContainerStatus.STOPPED
+        # Told of every change of status after it is made (a worker of a node writes it on the
+        # board its siblings answer from, so that what a request changed is seen at once).
+        self.on_status: Callable[[], None] | None = None
         self.failure: str | None = None
         self.failure_error: BaseException | None = None
         self.auto_recoveries = 0  # recoveries the supervisor started
         self.corrupted_reads = 0  # Tier 2 reads refused: bytes that failed their checksum
         self.recovery = RecoveryStats()
         self._reset()
+
+    def set_status(self, status: ContainerStatus) -> None:
+        self.status = status
+        if self.on_status is not None:
+            self.on_status()
 
     def _reset(self) -> None:
         self._data_log: DurableDataLog | None = None
@@ -115,7 +123,7 @@ class SegmentContainer(ContainerReads, ContainerHostSide, ContainerGauges):
         """Recover from Tier 1 and start accepting operations; a failure leaves it offline."""
         self._reset()
         self._cache_manager.register(self._read_indexes)
-        self.status = ContainerStatus.RECOVERING
+        self.set_status(ContainerStatus.RECOVERING)
         self.failure, self.failure_error = None, None
         started = time.monotonic()
         self.recovery = RecoveryStats()
@@ -173,7 +181,7 @@ class SegmentContainer(ContainerReads, ContainerHostSide, ContainerGauges):
             await self._go_offline(error, f"the cache is too small to recover it: {error}")
             return
         self.recovery.seconds = time.monotonic() - started
-        self.status = ContainerStatus.RUNNING
+        self.set_status(ContainerStatus.RUNNING)
         log.info(
             "container %d running: epoch %d, %d segments, replayed %d operations in %.3f s",
             self.id,
@@ -187,18 +195,18 @@ class SegmentContainer(ContainerReads, ContainerHostSide, ContainerGauges):
         # Stopped first: a request arriving while the parts stop is refused (503) rather than
         # let into a read index or log that is being taken apart. What was queued still drains.
         if self.status is not ContainerStatus.OFFLINE:
-            self.status = ContainerStatus.STOPPED
+            self.set_status(ContainerStatus.STOPPED)
         await self._release_resources()
 
     async def release(self) -> None:
         """Stop for good on this node (another owns it now): no failure is kept."""
-        self.status = ContainerStatus.STOPPED
+        self.set_status(ContainerStatus.STOPPED)
         await self._release_resources()
-        self.status = ContainerStatus.STOPPED
+        self.set_status(ContainerStatus.STOPPED)
         self.failure, self.failure_error = None, None
 
     async def _go_offline(self, error: BaseException, reason: str | None = None) -> None:
-        self.status = ContainerStatus.OFFLINE
+        self.set_status(ContainerStatus.OFFLINE)
         self.failure, self.failure_error = reason or str(error), error
         log.error("container %d offline: %s", self.id, self.failure)
         await self._release_resources()
@@ -219,13 +227,13 @@ class SegmentContainer(ContainerReads, ContainerHostSide, ContainerGauges):
     def _on_log_failure(self, error: BaseException) -> None:
         # Out of space, everything acknowledged is still in the cache or Tier 2: serve it.
         out_of_space = is_out_of_space(error)
-        self.status = ContainerStatus.READ_ONLY if out_of_space else ContainerStatus.OFFLINE
+        self.set_status(ContainerStatus.READ_ONLY if out_of_space else ContainerStatus.OFFLINE)
         self.failure, self.failure_error = str(error), error
         self._effects.notify_all()
 
     def writer_failed(self, error: BaseException) -> None:
         """The Storage Writer stopped (fenced by a newer owner, or Tier 2 disagrees with us)."""
-        self.status = ContainerStatus.OFFLINE
+        self.set_status(ContainerStatus.OFFLINE)
         self.failure, self.failure_error = f"storage writer: {error}", error
         log.error("container %d offline: %s", self.id, self.failure)
         self._effects.notify_all()

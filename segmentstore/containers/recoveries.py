@@ -30,7 +30,7 @@ class Recoveries:
         """Mark every container recovering and recover each in a task of its own."""
         containers = list(containers)
         for container in containers:
-            container.status = ContainerStatus.RECOVERING
+            container.set_status(ContainerStatus.RECOVERING)
         self._tasks = [
             asyncio.create_task(self.recover(c), name=f"recover container {c.id}")
             for c in containers

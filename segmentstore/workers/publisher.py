@@ -1,6 +1,8 @@
 """What a worker writes on the board (:mod:`.board`) while it serves: whether it is ready, and
-the epoch and status of each container it holds, a few times a second; the other workers read
-them for ``GET /v1/cluster``, node-wide readiness and the status of the whole node."""
+the epoch and status of each container it holds, at once when a container's status changes
+(so that a sibling asked right after a request that changed it, a restart, answers as the
+change left it) and a few times a second besides; the other workers read them for
+``GET /v1/cluster``, node-wide readiness and the status of the whole node."""
 
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ class BoardPublisher:
         """This worker's HTTP server accepts: say so, and keep the board current from now on."""
         place = self._place
         place.board.set_worker(place.index, os.getpid(), WorkerState.SERVING)
+        for container in self._store.containers:
+            container.on_status = self.publish
         self.publish()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="board")
         self._task.add_done_callback(_log_failure)
@@ -38,6 +42,8 @@ class BoardPublisher:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        for container in self._store.containers:
+            container.on_status = None
         place.board.set_worker(place.index, os.getpid(), WorkerState.STOPPING)
 
     def publish(self) -> None:
