@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -130,21 +130,13 @@ def api_cluster(shared_store_cluster: StoreCluster) -> LiveCluster:
 
 
 @dataclass
-class LiveWorkers:
+class LiveWorkers(LiveCluster):
     """One node of two worker processes: each request goes to the node's port or to a
     worker's own address, picked at random, so that both the connections handed from worker
-    to worker and the requests forwarded between them are used."""
+    to worker and the requests forwarded between them are used (``urls``: the node's, then
+    each worker's own)."""
 
-    node: ServedStore
-    urls: list[str]  # the node's, then each worker's own
-    store: None = None  # behind the API of three processes: tests that need it say so
-
-    @property
-    def url(self) -> str:
-        return self.urls[0]
-
-    def client(self, token: str | None = None, **options: Any) -> httpx.Client:
-        return checked_client(self.url, token, transport=_AnyNode(self.urls), **options)
+    node: ServedStore = field(kw_only=True)
 
 
 def start_workers(data_dir: Path, log: Path) -> LiveWorkers:
@@ -157,7 +149,7 @@ def start_workers(data_dir: Path, log: Path) -> LiveWorkers:
         node.stop()
         raise
     assert len(workers) == 2, workers
-    return LiveWorkers(node, [node.url, *(w["url"] for w in workers)])
+    return LiveWorkers([node.url, *(w["url"] for w in workers)], node=node)
 
 
 LIVE_KINDS = ("one-node", "cluster", "workers")
