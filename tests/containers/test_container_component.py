@@ -250,8 +250,11 @@ async def test_a_tier2_outage_does_not_stop_the_container(rig: Rig) -> None:
     assert len(await read_all(container)) == 20_000
     for fault in outage:
         rig.tier2_faults.remove(fault)
+    # The writer moves the segment's storage length during its step and clears its error
+    # when the whole step is done, a moment later: wait for both.
     for _ in range(200):
-        if (await container.get_info(NAME)).storage_length == 20_000:
+        flushed = (await container.get_info(NAME)).storage_length == 20_000
+        if flushed and container.tier2_error is None:
             break
         await asyncio.sleep(0.02)
     assert (await container.get_info(NAME)).storage_length == 20_000
