@@ -23,15 +23,13 @@ from starlette.types import Receive, Scope, Send
 
 from segmentstore.api.errors import error_response
 from segmentstore.api.forwarding import PeerBusy
+from segmentstore.api.routes.segments import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.cluster.secret import OWNER_SIGNATURE
 from segmentstore.contracts.errors import ContainerUnavailableError
 
 if TYPE_CHECKING:
     from segmentstore.api.forwarding import ForwardingSession
-
-MAX_LIST_LIMIT = 1000
-DEFAULT_LIST_LIMIT = 100
 
 
 class ClusterListing:

@@ -43,6 +43,7 @@ from segmentstore.contracts.errors import (
 from segmentstore.contracts.segment_info import SegmentInfo
 from segmentstore.store import SegmentStore
 
+# A page of GET /v1/segments, of one node's and of a cluster's merged listing alike.
 DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 1000
 
