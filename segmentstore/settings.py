@@ -78,6 +78,9 @@ class StoreSettings(_Section):
     # to start (docs/operations.md, Rebuilding a lost Tier 1 from Tier 2). Only a data directory
     # without Tier 1 is rebuilt, once; what Tier 2 does not keep is lost and reported.
     rebuild_from_tier2: bool = False
+    # A starting node waits this long for a shared service that does not answer yet (JetStream,
+    # a cluster's Tier 2) before it gives up and exits: services and nodes start in any order.
+    startup_wait_ms: int = Field(default=60_000, ge=100)
 
     @model_validator(mode="after")
     def _ordered(self) -> StoreSettings:

@@ -152,10 +152,13 @@ class SegmentStore:
                 await adopt_orphaned_tier2(storage, self.settings)
                 await asyncio.to_thread(claim_data_dir, data_dir, self._count)
             else:
-                await claim_shared_tier1(self._jetstream, self._count)
+                patience_s = self.settings.store.startup_wait_ms / 1000
+                await claim_shared_tier1(self._jetstream, self._count, patience_s)
                 if self.settings.cluster.enabled:
                     secret = self.settings.cluster.secret_bytes()
-                    await claim_shared_tier2(self._jetstream, storage, storage.uri, secret)
+                    await claim_shared_tier2(
+                        self._jetstream, storage, storage.uri, secret, patience_s
+                    )
         except BaseException:
             if storage is not None:
                 await asyncio.to_thread(storage.close)

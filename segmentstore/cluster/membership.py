@@ -40,6 +40,7 @@ from segmentstore.cluster.assignment import assign
 from segmentstore.cluster.leases import BackendUsage, ContainerLease, LeaseStore, Membership
 from segmentstore.cluster.secret import ClusterSecret
 from segmentstore.containers.failures import is_fenced
+from segmentstore.containers.startup_wait import retry_while_starting
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.settings import Settings
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 # Renewals per lease: a lease survives a few lost ones, and a takeover waits at most one tick
 # more than the lease.
 _TICKS_PER_LEASE = 8
-_JOIN_PATIENCE_S = 60.0  # how long a starting node waits for JetStream before it gives up
 # A held lease not renewed for this part of a lease is given up (the container stopped) by
 # its holder: the lease expires at the stream's leader a lease after its last renewal.
 _SELF_FENCE_LEASES = 0.75
@@ -120,24 +120,30 @@ class ClusterMembership:
     async def start(self) -> None:
         """Join: open the leases and announce this node. Containers follow from the first
         tick on, in the background."""
-        deadline = time.monotonic() + _JOIN_PATIENCE_S
-        delay = 0.2
-        while True:
+        patience_s = self._store.settings.store.startup_wait_ms / 1000
+
+        async def join() -> None:
             try:
                 await self._leases.open()
                 await self._leases.announce(self.node_id, self.url)
-                break
-            except DataLogError as error:
+            except DataLogError:
                 await self._leases.close()
-                if time.monotonic() + delay > deadline:
-                    raise InvalidArgumentError(
-                        f"cannot join the cluster within {_JOIN_PATIENCE_S:.0f} s: {error}: check"
-                        " that the JetStream servers run and that tier1.jetstream.servers"
-                        " (--nats) and the credentials name them"
-                    ) from error
-                log.warning("cannot join the cluster yet, trying again in %.1f s: %s", delay, error)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+                raise
+
+        def gave_up(error: BaseException) -> InvalidArgumentError:
+            return InvalidArgumentError(
+                f"cannot join the cluster within {patience_s:g} s: {error}: check that the"
+                " JetStream servers run and that tier1.jetstream.servers (--nats) and the"
+                " credentials name them"
+            )
+
+        await retry_while_starting(
+            join,
+            transient=(DataLogError,),
+            patience_s=patience_s,
+            not_yet="cannot join the cluster yet",
+            gave_up=gave_up,
+        )
         log.info(
             "node %s joined the cluster at %s (leases of %d ms)",
             self.node_id, self.url, self._leases.lease_ms,

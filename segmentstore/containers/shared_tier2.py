@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING
 
+from segmentstore.containers.startup_wait import retry_while_starting
 from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.tier1 import DataLogError, DataLogWriteError
 from segmentstore.tier1.signing import Signer
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _RECORD = "tier2"
-_PATIENCE_S = 60.0  # how long a starting node waits for JetStream or Tier 2 to answer
 
 
 async def claim_shared_tier2(
@@ -35,24 +34,29 @@ async def claim_shared_tier2(
     storage: ChunkStorage,
     uri: str,
     secret: bytes,
-    patience_s: float = _PATIENCE_S,
+    patience_s: float,
 ) -> None:
     """:func:`check_shared_tier2`, waiting up to ``patience_s`` for JetStream or Tier 2 to
     answer; ``InvalidArgumentError`` for everything that stops the node from starting."""
-    deadline = time.monotonic() + patience_s
-    delay = 0.2
-    while True:
+
+    def gave_up(error: BaseException) -> InvalidArgumentError:
+        return InvalidArgumentError(f"cannot check the cluster's Tier 2: {error}")
+
+    async def check() -> None:
         try:
             await check_shared_tier2(jetstream, storage, uri, secret)
-            return
-        except (DataLogWriteError, Tier2UnavailableError) as error:
-            if time.monotonic() + delay > deadline:
-                raise InvalidArgumentError(f"cannot check the cluster's Tier 2: {error}") from error
-            log.warning("cannot check the cluster's Tier 2 yet, trying again: %s", error)
+        except (DataLogWriteError, Tier2UnavailableError):
+            raise
         except (DataLogError, Tier2Error) as error:
-            raise InvalidArgumentError(f"cannot check the cluster's Tier 2: {error}") from error
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 5.0)
+            raise gave_up(error) from error
+
+    await retry_while_starting(
+        check,
+        transient=(DataLogWriteError, Tier2UnavailableError),
+        patience_s=patience_s,
+        not_yet="cannot check the cluster's Tier 2 yet",
+        gave_up=gave_up,
+    )
 
 
 async def check_shared_tier2(

@@ -4,11 +4,11 @@ replicated stream on NATS JetStream (``tier1.mode``), and what a shared Tier 1 r
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from segmentstore.containers.startup_wait import retry_while_starting
 from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.data_dir import container_tier1_dir
 from segmentstore.settings import Tier1Settings
@@ -17,10 +17,6 @@ from segmentstore.tier1.local import LocalDurableDataLog
 
 if TYPE_CHECKING:
     from segmentstore.tier1.jetstream import JetStreamOptions
-
-log = logging.getLogger(__name__)
-
-_PATIENCE_S = 60.0  # how long a starting node waits for JetStream before it gives up
 
 
 def tier1_log(
@@ -38,7 +34,7 @@ def tier1_log(
 
 
 async def claim_shared_tier1(
-    jetstream: JetStreamOptions, containers: int, patience_s: float = _PATIENCE_S
+    jetstream: JetStreamOptions, containers: int, patience_s: float
 ) -> None:
     """Tier 1 is shared: the container count is kept beside the epochs, not on this disk.
 
@@ -47,26 +43,30 @@ async def claim_shared_tier1(
     from segmentstore.tier1.jetstream import claim_container_count
 
     deadline = time.monotonic() + patience_s
-    delay = 0.2
-    while True:
+
+    async def claim() -> None:
+        # Bounded: a client that never reaches a server keeps trying to, silently.
+        left_s = max(0.1, deadline - time.monotonic())
         try:
-            # Bounded: a client that never reaches a server keeps trying to, silently.
-            left_s = max(0.1, deadline - time.monotonic())
-            try:
-                await asyncio.wait_for(claim_container_count(jetstream, containers), left_s)
-            except TimeoutError:
-                servers = ", ".join(jetstream.servers)
-                raise DataLogWriteError(f"no JetStream server answered at {servers}") from None
-            return
-        except DataLogWriteError as error:
-            if time.monotonic() + delay > deadline:
-                raise InvalidArgumentError(
-                    f"cannot reach JetStream within {patience_s:.0f} s: {error}: check that the"
-                    " servers run and that tier1.jetstream.servers (--nats) and the credentials"
-                    " name them"
-                ) from error
-            log.warning("JetStream not reachable yet, trying again in %.1f s: %s", delay, error)
+            await asyncio.wait_for(claim_container_count(jetstream, containers), left_s)
+        except TimeoutError:
+            servers = ", ".join(jetstream.servers)
+            raise DataLogWriteError(f"no JetStream server answered at {servers}") from None
+        except DataLogWriteError:
+            raise
         except DataLogError as error:
             raise InvalidArgumentError(str(error)) from error
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 5.0)
+
+    def gave_up(error: BaseException) -> InvalidArgumentError:
+        return InvalidArgumentError(
+            f"cannot reach JetStream within {patience_s:g} s: {error}: check that the servers"
+            " run and that tier1.jetstream.servers (--nats) and the credentials name them"
+        )
+
+    await retry_while_starting(
+        claim,
+        transient=(DataLogWriteError,),
+        patience_s=patience_s,
+        not_yet="JetStream not reachable yet",
+        gave_up=gave_up,
+    )
