@@ -1,7 +1,8 @@
 """Every Spark code block of the README and docs/ (those marked ``<!-- docs-test: spark -->``),
 run as written, extracted from the pages, from a directory outside the repository, on
 ``local[2]`` (and on a standalone cluster: test_docs_spark_standalone.py, a module of its own
-so that the two, the longest Spark tests, can run side by side).
+so that the two, the longest Spark tests, can run side by side). A block that only repeats
+commands another block runs is run once.
 
 As a user runs them: without the virtual environment on PATH (``python3`` there is the
 system's, so executors that fell back to it would fail), Python blocks run by the
@@ -148,11 +149,31 @@ def test_the_spark_pages_are_covered() -> None:
     assert any(b.path.name == "README.md" for b in SPARK_BLOCKS)
 
 
+def _commands(block: Block) -> set[str]:
+    return {line.strip() for line in block.text.splitlines() if line.strip()}
+
+
+# A block whose every command another block also runs, in the same directory, proves nothing
+# more by running again (the README's job is the first of docs/spark.md's three); the
+# standalone module still runs it on a cluster.
+ON_LOCAL_SPARK = [
+    b
+    for b in SPARK_BLOCKS
+    if not any(o is not b and _commands(b) < _commands(o) for o in SPARK_BLOCKS)
+]
+
+
+def test_a_block_left_out_of_the_local_run_is_run_by_another() -> None:
+    left_out = [b for b in SPARK_BLOCKS if b not in ON_LOCAL_SPARK]
+    assert [b.path.name for b in left_out] == ["README.md"]
+    assert all(any(_commands(b) < _commands(o) for o in ON_LOCAL_SPARK) for b in left_out)
+
+
 @pytest.mark.timeout(1200)
 def test_every_spark_block_runs_as_written_on_local_spark(
     prepared: Prepared, tmp_path: Path
 ) -> None:
-    workdir = run_every_block(SPARK_BLOCKS, None, prepared, tmp_path)
+    workdir = run_every_block(ON_LOCAL_SPARK, None, prepared, tmp_path)
     assert (workdir / "events-parquet").is_dir() and (workdir / "compacted").is_dir()
 
 
