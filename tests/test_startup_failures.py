@@ -199,8 +199,8 @@ def test_jetstream_out_of_reach_is_given_up_after_the_startup_wait(tmp_path: Pat
     assert refused.exit_code == 1
     assert refused.lines == [
         f"segmentstore serve: cannot reach JetStream within 3 s: no JetStream server answered"
-        f" at {nowhere}: check that the servers run and that tier1.jetstream.servers (--nats)"
-        " and the credentials name them"
+        f" at {nowhere}: check that the JetStream servers run and that"
+        " tier1.jetstream.servers (--nats) and the credentials name them"
     ]
     assert 3 <= refused.seconds < TIMEOUT_S
 

@@ -40,7 +40,7 @@ from segmentstore.cluster.assignment import assign
 from segmentstore.cluster.leases import BackendUsage, ContainerLease, LeaseStore, Membership
 from segmentstore.cluster.secret import ClusterSecret
 from segmentstore.containers.failures import is_fenced
-from segmentstore.containers.startup_wait import retry_while_starting
+from segmentstore.containers.startup_wait import JETSTREAM_HINT, retry_while_starting
 from segmentstore.containers.status import ContainerStatus
 from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.settings import Settings
@@ -132,9 +132,7 @@ class ClusterMembership:
 
         def gave_up(error: BaseException) -> InvalidArgumentError:
             return InvalidArgumentError(
-                f"cannot join the cluster within {patience_s:g} s: {error}: check that the"
-                " JetStream servers run and that tier1.jetstream.servers (--nats) and the"
-                " credentials name them"
+                f"cannot join the cluster within {patience_s:g} s: {error}: {JETSTREAM_HINT}"
             )
 
         await retry_while_starting(

@@ -15,6 +15,11 @@ from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
+# What to look at when JetStream does not answer a starting node.
+JETSTREAM_HINT = (
+    "check that the JetStream servers run and that tier1.jetstream.servers (--nats) and the"
+    " credentials name them"
+)
 _FIRST_DELAY_S = 0.2
 _MAX_DELAY_S = 5.0
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from segmentstore.containers.startup_wait import retry_while_starting
+from segmentstore.containers.startup_wait import JETSTREAM_HINT, retry_while_starting
 from segmentstore.contracts.errors import InvalidArgumentError
 from segmentstore.data_dir import container_tier1_dir
 from segmentstore.settings import Tier1Settings
@@ -59,8 +59,7 @@ async def claim_shared_tier1(
 
     def gave_up(error: BaseException) -> InvalidArgumentError:
         return InvalidArgumentError(
-            f"cannot reach JetStream within {patience_s:g} s: {error}: check that the servers"
-            " run and that tier1.jetstream.servers (--nats) and the credentials name them"
+            f"cannot reach JetStream within {patience_s:g} s: {error}: {JETSTREAM_HINT}"
         )
 
     await retry_while_starting(
