@@ -62,12 +62,17 @@ def _quiet_task_failures(spark: SparkSession) -> None:
     the project's error). The executor's and the scheduler's log records of it repeat it with
     Java stack traces, over a hundred lines on the driver's console for one failure (a local
     Spark runs its executor in the driver): those go, but the scheduler's one-line ``aborting
-    job``. Executors on other machines log as their cluster says."""
+    job``. The tasks still running when the job aborts are killed, and one killed while it
+    writes a shuffle file warns, with a stack trace, that the file's channel was closed under it
+    and that its temporary file is gone: those go too. Executors on other machines log as their
+    cluster says."""
     jvm: Any = getattr(spark.sparkContext, "_jvm")  # noqa: B009 (py4j's untyped gateway)
     log4j = jvm.org.apache.logging.log4j
     for logger, level in (
         ("org.apache.spark.executor.Executor", log4j.Level.OFF),
         ("org.apache.spark.scheduler.TaskSetManager", log4j.Level.ERROR),
+        ("org.sparkproject.guava.io.Closeables", log4j.Level.ERROR),
+        ("org.apache.spark.storage.DiskBlockObjectWriter", log4j.Level.ERROR),
     ):
         log4j.core.config.Configurator.setLevel(logger, level)
 
