@@ -46,6 +46,7 @@ class SegmentReadIndex:
         "_pins",
         "_tail_waiters",
         "_tree",
+        "dropped",
         "storage_length",
     )
 
@@ -63,6 +64,9 @@ class SegmentReadIndex:
         # no cache entry of this index is freed: frees wait in _deferred until the last unpin.
         self._pins = 0
         self._deferred: list[int] = []
+        # The segment left this index (deleted, evicted, its container stopped): bytes fetched
+        # for it meanwhile are not cached, as nothing would ever free them.
+        self.dropped = False
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -89,7 +93,10 @@ class SegmentReadIndex:
     def insert_fetched(self, offset: int, data: bytes) -> None:
         """Cache bytes fetched from Tier 2 at ``offset``: ``[offset, offset + len(data))`` must
         lie in a gap (else ``ValueError``); ``CacheFullError`` if the cache has no room. Tail
-        readers are not woken: these bytes were readable already."""
+        readers are not woken: these bytes were readable already. Nothing happens once the
+        index is dropped (a fetch that outlived its segment)."""
+        if self.dropped:
+            return
         below = self._tree.floor(offset)
         if below is not None and below[0] + below[1].length > offset:
             raise ValueError(f"bytes fetched at {offset} overlap the entry at {below[0]}")
@@ -135,6 +142,7 @@ class SegmentReadIndex:
 
     def drop(self) -> None:
         """Free every entry (the segment is deleted) and wake its tail readers."""
+        self.dropped = True
         for _, entry in self._tree.items():
             self._free(entry.address)
         self._tree.clear()

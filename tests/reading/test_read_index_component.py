@@ -149,3 +149,15 @@ async def test_tail_readers_wake_on_a_change_and_not_on_a_fetch(cache: FlakyCach
         assert not waiter.done()
         change()
         await asyncio.wait_for(waiter, 1)
+
+
+def test_bytes_fetched_for_a_dropped_index_are_not_cached(cache: FlakyCache) -> None:
+    # A fetch from Tier 2 that outlives its segment (deleted, evicted, its container stopped)
+    # must not cache its bytes: nothing would ever free them.
+    index = index_over(cache)
+    index.append(0, b"a" * 100)
+    index.drop()
+    used = cache.used_bytes
+    index.insert_fetched(100, b"f" * 100)
+    assert cache.used_bytes == used and index.entries == 0
+    assert index.read(100, 10) == b""
