@@ -137,6 +137,7 @@ class SegmentReadIndex:
         for start, entry in list(source._tree.items()):
             self._tree.insert(at_offset + start, entry)
         source._tree.clear()
+        source.dropped = True  # the source is gone: a fetch for it caches nothing now
         source.notify()
         self.notify()
 

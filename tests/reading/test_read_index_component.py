@@ -157,7 +157,12 @@ def test_bytes_fetched_for_a_dropped_index_are_not_cached(cache: FlakyCache) -> 
     index = index_over(cache)
     index.append(0, b"a" * 100)
     index.drop()
+    merged, target = index_over(cache), index_over(cache)
+    merged.append(0, b"m" * 100)
+    target.absorb(merged, 0)  # a merged source is gone as a dropped one is
     used = cache.used_bytes
-    index.insert_fetched(100, b"f" * 100)
-    assert cache.used_bytes == used and index.entries == 0
-    assert index.read(100, 10) == b""
+    for gone in (index, merged):
+        gone.insert_fetched(100, b"f" * 100)
+        assert gone.entries == 0 and gone.read(100, 10) == b""
+    assert cache.used_bytes == used
+    assert target.read(0, 100) == b"m" * 100
