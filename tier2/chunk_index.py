@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -67,7 +67,8 @@ INLINE_INDEX_BYTES = 1024
 MAGIC_V1 = b"SSTIDX1\n"
 _BODY = struct.Struct("<B3xIQq")
 _RECORD_CRC = struct.Struct("<I")
-RECORD_SIZE = _BODY.size + _RECORD_CRC.size
+_RECORD = struct.Struct("<B3xIQqI")  # a body and its CRC
+RECORD_SIZE = _RECORD.size
 _V1_ENTRY = struct.Struct("<Qq")
 _BOUNDARY, _BLOCK = 1, 2
 
@@ -161,14 +162,16 @@ def decode_chunk_index(
     found: dict[int, int] = {}  # boundary offset -> its (latest) time, chunk-relative
     latest: dict[int, tuple[int, int]] = {}  # block start -> (end, crc), chunk-relative
     view = memoryview(data)
-    for at in range(len(MAGIC), len(data) - RECORD_SIZE + 1, RECORD_SIZE):
-        if not boundaries and data[at] == _BOUNDARY:
-            continue
-        body = view[at : at + _BODY.size]
-        (record_crc,) = _RECORD_CRC.unpack_from(view, at + _BODY.size)
-        if crc32c(body) != record_crc:
+    count = (len(data) - len(MAGIC)) // RECORD_SIZE
+    kinds = data[len(MAGIC) :: RECORD_SIZE][:count]  # every record's first byte
+    # Without boundaries, only the block records are visited (found by a scan in C): a chunk
+    # of small appends has up to 64 boundary records per block at the default sizes.
+    wanted = range(count) if boundaries else _positions(kinds, _BLOCK)
+    for number in wanted:
+        at = len(MAGIC) + number * RECORD_SIZE
+        kind, crc, a, b, record_crc = _RECORD.unpack_from(view, at)
+        if crc32c(view[at : at + _BODY.size]) != record_crc:
             break  # torn or damaged: nothing after it can be trusted
-        kind, crc, a, b = _BODY.unpack(body)
         if kind == _BOUNDARY and a < length:
             found[a] = b
         elif kind == _BLOCK and a < b <= length:
@@ -181,6 +184,15 @@ def decode_chunk_index(
         position = end
     entries = tuple(TimeIndexEntry(base + a, found[a]) for a in sorted(found))
     return ChunkIndex(chunk, entries, tuple(blocks))
+
+
+def _positions(kinds: bytes, kind: int) -> Iterator[int]:
+    """The positions in ``kinds`` that hold ``kind``, in order."""
+    needle = bytes((kind,))
+    at = kinds.find(needle)
+    while at >= 0:
+        yield at
+        at = kinds.find(needle, at + 1)
 
 
 def _decode_v1(data: bytes, chunk: ChunkInfo) -> ChunkIndex:
@@ -252,18 +264,16 @@ def index_object_key(chunk: ChunkInfo) -> str:
 def verify(index: ChunkIndex, segment: str, start: int, data: Buffer) -> None:
     """Check ``data``, the chunk's bytes from segment offset ``start`` (a block start) to a
     block end, against the index; ``ChunkCorruptedError`` naming the first bad block."""
-    position = start
     view = memoryview(data)
     first = bisect_right(index._starts, start) - 1
+    end = start + len(view)
     for block in index.blocks[first:]:
-        if position >= start + len(view):
+        if block.start >= end:
             break
-        piece = view[block.start - start : block.end - start]
-        if crc32c(piece) != block.crc:
+        if crc32c(view[block.start - start : block.end - start]) != block.crc:
             raise ChunkCorruptedError(
                 segment, index.chunk.key, block.start, block.end, "its CRC32C does not match"
             )
-        position = block.end
 
 
 def read_verified(

@@ -56,8 +56,9 @@ class UnreadableManifest:
     reason: str
 
 
-# Chunk checksums kept for reads to come: a 64 MiB chunk's 1,024 blocks take about 150 KB, so
-# at most about 40 MB (boundaries are not kept: readers of those keep their own).
+# Chunk checksums kept for reads to come: a 64 MiB chunk's 256 blocks (at the default block
+# size) take about 50 KB, so at most about 13 MB (boundaries are not kept: readers of those
+# keep their own).
 _KEPT_INDEXES = 256
 
 

@@ -148,7 +148,7 @@ async def _run(directory: Path, seconds: float, appends: int) -> dict[str, Any]:
             print(f"... append to tail read, {readers} waiting readers", flush=True)
             tails.append({"readers": readers, **await _tail_latency(store, readers, appends)})
     print("... reads from Tier 2 (cache misses), checksums on and off in turns", flush=True)
-    misses = await _tier2_reads(directory / "tier2-reads", passes=5)
+    misses = await _tier2_reads(directory / "tier2-reads", passes=11)
     return {"reads": reads, "tail": tails, "misses": misses}
 
 
