@@ -24,7 +24,7 @@ from segmentstore.tier2 import (
 )
 from segmentstore.tier2.chunk_index import index_object_key
 
-CHECKSUM_BLOCK_BYTES = 64 * 1024  # the store's default
+CHECKSUM_BLOCK_BYTES = 256 * 1024  # the store's default (storage_writer.checksum_block_bytes)
 
 HEADER = struct.Struct(">ii")
 

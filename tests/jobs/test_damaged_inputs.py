@@ -21,6 +21,7 @@ from segmentstore.jobs.selection import open_read_storage
 from segmentstore.jobs.stream_offsets import next_offsets as stamped_next_offsets
 from segmentstore.jobs.stream_offsets import split_incarnations
 from segmentstore.jobs.synthetic import CHECKSUM_BLOCK_BYTES, framed_appends, write_segment
+from segmentstore.settings import StorageWriterSettings
 from segmentstore.tier2 import (
     ChunkStorage,
     InvalidTier2UriError,
@@ -194,14 +195,19 @@ def test_a_selection_that_matches_nothing_warns(
     assert "matches segments=s/* (it holds no segment at all)" in caplog.text
 
 
+def test_synthetic_segments_have_the_stores_checksum_blocks() -> None:
+    """What bench spark and these tests read is what the store writes."""
+    assert CHECKSUM_BLOCK_BYTES == StorageWriterSettings().checksum_block_bytes
+
+
 def test_a_chunk_cut_short_loses_only_what_its_checksums_cannot_prove(
     storage: ChunkStorage,
 ) -> None:
     """A chunk cut short by 1,001 bytes: with fail_on_data_loss the scan fails naming the
     range; without, every event wholly in the blocks still there is read, and the read
     resumes at the first event recorded after the chunk (it used to lose the whole chunk)."""
-    appends = list(framed_appends(0, 900, 300, 1))
-    write_segment(storage, "s/0", iter(appends), chunk_bytes=160 * 1024)
+    appends = list(framed_appends(0, 4000, 300, 1))  # two chunks of 2.5 checksum blocks
+    write_segment(storage, "s/0", iter(appends), chunk_bytes=CHECKSUM_BLOCK_BYTES * 5 // 2)
     events = unframe("s/0", b"".join(appends), 0)
     manifest = manifest_of(storage, "s/0")
     chunk = manifest.chunks[0]
