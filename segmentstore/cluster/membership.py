@@ -8,8 +8,8 @@ lease it holds, reads the whole membership, and moves towards the assignment of
   lease that was released, or that expired with its holder's node entry, is taken at once;
   one whose holder may still renew it (its node is alive, or JetStream was out of reach
   lately, so every lease may have expired at once) only when it is still free a tick later;
-  in a bucket made again less than a lease ago, one whose last holder has not written its
-  node entry in it yet only once the bucket is a lease old;
+  in a bucket made again less than a lease ago, one that another node held last only once
+  the bucket is a lease old (its holder, if alive, takes it back meanwhile);
 * a container it holds that another live node should own, it hands over: it drains and stops
   it, then releases the lease;
 * a tick that cannot write this node's own lease (the bucket out of reach, or lost and not
@@ -286,13 +286,17 @@ class ClusterMembership:
                 if adopted is not None:
                     self._start_taking(container, adopted)
             return
-        if view.young and container not in view.released:
-            # The bucket was made again lately: a holder that has not written its node entry
-            # in it yet may not have written its container leases either (a live one does
-            # both in its next tick; a dead one's are taken once the bucket is a lease old).
-            holder = self._last_holder.get(container, self.node_id)
-            if holder != self.node_id and holder not in view.nodes:
-                return
+        # The bucket was made again lately: its last holder may not have written the lease in
+        # it yet, even once its node entry is there (a tick writes that first, then takes each
+        # lease back, a few JetStream calls each, which a busy machine makes slow). A live
+        # holder has a lease's time to do it; a dead one's are taken once the bucket is a
+        # lease old.
+        if (
+            view.young
+            and container not in view.released
+            and self._last_holder.get(container, self.node_id) != self.node_id
+        ):
+            return
         if container not in view.released and self._may_come_back(container, view, before):
             # Merely expired: its holder may be about to take it back (see the module doc).
             first = self._free_since.setdefault(container, now)

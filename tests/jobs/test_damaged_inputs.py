@@ -197,7 +197,7 @@ def test_a_selection_that_matches_nothing_warns(
 
 def test_synthetic_segments_have_the_stores_checksum_blocks() -> None:
     """What bench spark and these tests read is what the store writes."""
-    assert CHECKSUM_BLOCK_BYTES == StorageWriterSettings().checksum_block_bytes
+    assert StorageWriterSettings().checksum_block_bytes == CHECKSUM_BLOCK_BYTES
 
 
 def test_a_chunk_cut_short_loses_only_what_its_checksums_cannot_prove(
