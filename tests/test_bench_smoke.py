@@ -1,5 +1,5 @@
-"""`segmentstore bench append`, `bench http` and `bench segments` run end to end (briefly) and
-report what they promise."""
+"""`segmentstore bench append`, `bench read`, `bench http` and `bench segments` run end to end
+(briefly) and report what they promise."""
 
 from __future__ import annotations
 
@@ -37,6 +37,19 @@ def test_append_bench_reports_medians_and_ratio(tmp_path: Path) -> None:
     assert 0 < row["appends_per_s_min"] <= row["appends_per_s"] <= row["appends_per_s_max"]
     assert row["ratio"] == row["appends_per_s"] / row["raw_records_per_s"]
     assert row["bare_ratio"] == row["appends_per_s"] / row["bare_appends_per_s"]
+
+
+def test_read_bench_reports_cached_tail_and_missing_reads(tmp_path: Path) -> None:
+    stdout, results = _bench(tmp_path, "read", "--seconds", "0.1", "--appends", "10")
+    assert "checksums on and off in turns" in stdout
+    cached, tails, misses = results[:2], results[2:4], results[4:]
+    assert [r["size_bytes"] for r in cached] == [4096, 1 << 20]
+    assert all(r["ratio"] == r["store_mb_s"] / r["copy_mb_s"] for r in cached)
+    assert [r["readers"] for r in tails] == [1, 100]
+    assert all(0 < r["p50_ms"] <= r["p99_ms"] for r in tails)
+    on, off = misses
+    assert on["case"] == "tier2 miss, checksums on" and off["ratio"] == 1.0
+    assert on["ratio"] == on["mb_s"] / off["mb_s"] and off["mb_s"] > 0
 
 
 @pytest.mark.slow
