@@ -16,8 +16,9 @@ logs it as a ``LoadSegmentOperation`` (whose state travels in it), so that repla
 Tier 2 to know the segment it changes. A name whose delete (or merge) has not yet reached Tier 2
 is not loaded from the manifest it leaves behind. Loads of one name share one read.
 
-After an eviction round that let go of many segments a checkpoint is written, so that recovery
-(and Tier 1, truncated at checkpoints) is bounded by what is active, not by what was.
+Once more segments were evicted since the last such checkpoint than stay active, a checkpoint
+is written, so that recovery (and Tier 1, truncated at checkpoints) is bounded by what is
+active, not by what was.
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ from segmentstore.tier2 import SegmentManifest, Tier2Error
 
 log = logging.getLogger(__name__)
 
-# An eviction round that let go of at least this share of the active segments (or this many)
-# is followed by a checkpoint, so that the next recovery does not replay them.
-_CHECKPOINT_SHARE = 0.1
-_CHECKPOINT_COUNT = 10_000
+# Once the segments evicted since the last checkpoint this wrote are at least this many and
+# at least as many as stay active, a checkpoint is written: recovery then replays at most about
+# as many evicted segments as there are active ones, and these checkpoints cost Tier 1 at most
+# one row per segment evicted (a checkpoint holds a row per active segment; one after every
+# large round cost up to ten, 1 KB per segment at a million).
+_CHECKPOINT_MIN = 1_000
 # A round that evicted this many gives the freed heap back to the system (it costs a walk of
 # the heap's free lists: not every round).
 _TRIM_AFTER = 1_000
@@ -94,6 +97,7 @@ class ActiveSegments:
         self._task: asyncio.Task[None] | None = None
         self.loads = 0
         self.evictions = 0
+        self._evicted_since_checkpoint = 0
 
     # -- loading --------------------------------------------------------------------------
 
@@ -186,8 +190,10 @@ class ActiveSegments:
             try:
                 await self._retention_due()
                 evicted, active = self.evict_round()
-                if evicted >= min(_CHECKPOINT_COUNT, max(1, active * _CHECKPOINT_SHARE)):
+                self._evicted_since_checkpoint += evicted
+                if self._evicted_since_checkpoint >= max(_CHECKPOINT_MIN, active - evicted):
                     await self._host.checkpoint()
+                    self._evicted_since_checkpoint = 0
                 if evicted >= _TRIM_AFTER:
                     give_back_freed_memory()
             except asyncio.CancelledError:
