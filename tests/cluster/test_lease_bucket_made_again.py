@@ -46,36 +46,29 @@ def _membership(leases: _Leases) -> ClusterMembership:
     return ClusterMembership(store, leases, "n1", "http://127.0.0.1:1", secret=None)  # type: ignore[arg-type]
 
 
-async def _ticks(membership: ClusterMembership, view: Membership, before: Membership) -> None:
-    """Two looks at container 0 a whole tick apart, as two ticks of this node make."""
+async def _taken(last_holder: str, *, young: bool) -> list[int]:
+    """What this node (n1) acquires of container 0, free now, that ``last_holder`` held, in
+    two looks a whole tick apart (as two of its ticks make), the holder's node entry written."""
+    leases = _Leases()
+    membership = _membership(leases)
+    membership._last_holder[0] = last_holder
+    nodes = {last_holder: "http://holder"}
+    before = Membership(nodes=nodes, leases={0: ContainerLease(0, last_holder, 3, 9)})
+    view = Membership(nodes=nodes, young=young)
     now = time.monotonic()
     await membership._maybe_take(0, view, before, now)
     await membership._maybe_take(0, view, before, now + membership.tick_s)
+    return leases.acquired
 
 
 async def test_a_young_bucket_leaves_a_lease_to_its_live_holder() -> None:
-    leases = _Leases()
-    membership = _membership(leases)
-    membership._last_holder[0] = "n2"
-    before = Membership(nodes={"n2": "u2"}, leases={0: ContainerLease(0, "n2", 3, 9)})
     # n2 wrote its node entry in the new bucket, not yet its lease of container 0.
-    await _ticks(membership, Membership(nodes={"n2": "u2"}, young=True), before)
-    assert leases.acquired == []
+    assert await _taken("n2", young=True) == []
 
 
 async def test_once_the_bucket_is_a_lease_old_a_free_lease_is_taken_a_tick_later() -> None:
-    leases = _Leases()
-    membership = _membership(leases)
-    membership._last_holder[0] = "n2"
-    before = Membership(nodes={"n2": "u2"}, leases={0: ContainerLease(0, "n2", 3, 9)})
-    await _ticks(membership, Membership(nodes={"n2": "u2"}), before)
-    assert leases.acquired == [0]
+    assert await _taken("n2", young=False) == [0]
 
 
 async def test_a_young_bucket_does_not_hold_back_a_lease_this_node_held_last() -> None:
-    leases = _Leases()
-    membership = _membership(leases)
-    membership._last_holder[0] = "n1"
-    before = Membership(nodes={"n1": "u1"}, leases={0: ContainerLease(0, "n1", 3, 9)})
-    await _ticks(membership, Membership(nodes={"n1": "u1"}, young=True), before)
-    assert leases.acquired == [0]
+    assert await _taken("n1", young=True) == [0]
