@@ -40,12 +40,12 @@ from segmentstore.tier2 import SegmentManifest, Tier2Error
 
 log = logging.getLogger(__name__)
 
-# Once the segments evicted since the last checkpoint this wrote are at least this many and
-# at least as many as stay active, a checkpoint is written: recovery then replays at most about
-# as many evicted segments as there are active ones, and these checkpoints cost Tier 1 at most
-# one row per segment evicted (a checkpoint holds a row per active segment; one after every
-# large round cost up to ten, 1 KB per segment at a million).
-_CHECKPOINT_MIN = 1_000
+# Once the segments evicted since the last checkpoint this wrote are at least as many as stay
+# active, a checkpoint is written: recovery then replays at most about as many evicted segments
+# as there are active ones (none once all are idle, so Tier 1 is truncated behind them and Tier
+# 2 is their only copy), and these checkpoints cost Tier 1 at most one row per segment evicted
+# (a checkpoint holds a row per active segment; one after every round that let go of a tenth of
+# them cost up to ten, 1 KB per segment at a million).
 # A round that evicted this many gives the freed heap back to the system (it costs a walk of
 # the heap's free lists: not every round).
 _TRIM_AFTER = 1_000
@@ -191,7 +191,8 @@ class ActiveSegments:
                 await self._retention_due()
                 evicted, active = self.evict_round()
                 self._evicted_since_checkpoint += evicted
-                if self._evicted_since_checkpoint >= max(_CHECKPOINT_MIN, active - evicted):
+                since = self._evicted_since_checkpoint
+                if since and since >= active - evicted:
                     await self._host.checkpoint()
                     self._evicted_since_checkpoint = 0
                 if evicted >= _TRIM_AFTER:
