@@ -17,10 +17,12 @@ Exit status: 0 if every mutant was caught (or, with ``--unmutated``, every check
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,7 @@ from mutant_catalog import CATALOG, Check, Mutant
 ROOT = Path(__file__).resolve().parents[2]
 # What a check prints last, kept to say why it failed (or did not).
 _TAIL_CHARS = 1500
+_STOP_GRACE_S = 30.0  # for a check out of time to stop what it started
 
 
 class StaleMutant(Exception):
@@ -100,25 +103,39 @@ def apply(mutant: Mutant, source: Path) -> None:
 
 
 def run_check(check: Check, source: Path, timeout_s: float) -> tuple[int | None, str]:
-    """(exit status or None if it ran out of time, its last output)."""
+    """(exit status or None if it ran out of time, its last output). A check that runs out of
+    time is stopped as a person would stop it (SIGTERM: a drill then stops the nodes it
+    started), and whatever of its process group is left after a grace is killed."""
     env = {**os.environ, "PYTHONPATH": str(source)}
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_CURRENT_TEST", None)
+    process = subprocess.Popen(
+        check.argv,
+        cwd=source,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, which the nodes it starts join
+    )
     try:
-        done = subprocess.run(
-            check.argv,
-            cwd=source,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=max(timeout_s, 1.0),
-        )
-    except subprocess.TimeoutExpired as expired:
-        output = expired.stdout or ""
-        text = output.decode(errors="replace") if isinstance(output, bytes) else output
-        return None, text[-_TAIL_CHARS:]
-    return done.returncode, (done.stdout + done.stderr)[-_TAIL_CHARS:]
+        output, _ = process.communicate(timeout=max(timeout_s, 1.0))
+    except subprocess.TimeoutExpired:
+        _signal_group(process.pid, signal.SIGTERM)
+        try:
+            output, _ = process.communicate(timeout=_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+        _signal_group(process.pid, signal.SIGKILL)  # anything it left behind
+        return None, output[-_TAIL_CHARS:]
+    return process.returncode, output[-_TAIL_CHARS:]
+
+
+def _signal_group(group: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signum)
 
 
 def try_mutant(mutant: Mutant, rev: str | None) -> Outcome:
