@@ -179,7 +179,7 @@ class StorageWriterSettings(_Section):
     # multiple of store.time_index_interval_bytes, so that each block's first event is known.
     # Smaller blocks lose fewer events to one damaged byte but cost more to verify (a CRC call
     # and an index record each): at 64 KiB, verifying took 12 % of a cache-miss read, at 256 KiB
-    # about 8 %, nearly all of it the CRC itself.
+    # about 9 %, most of it the CRC itself.
     checksum_block_bytes: int = Field(default=256 * KiB, ge=1 * KiB, le=64 * MiB)
     # Whether the store's reads from Tier 2 verify those checksums (off only to measure them).
     verify_checksums: bool = True

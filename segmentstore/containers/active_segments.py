@@ -190,6 +190,9 @@ class ActiveSegments:
             try:
                 await self._retention_due()
                 evicted, active = self.evict_round()
+                if self._host.accepted is None:
+                    self._evicted_since_checkpoint = 0  # stopped: its next start writes one
+                    continue
                 self._evicted_since_checkpoint += evicted
                 since = self._evicted_since_checkpoint
                 if since and since >= active - evicted:

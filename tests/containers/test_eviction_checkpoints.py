@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 from segmentstore.containers.active_segments import ActiveSegments
 from segmentstore.settings import MetadataSettings
@@ -17,7 +18,7 @@ class _Script:
     before); each checkpoint is recorded as (segments evicted since the last one, the rows it
     holds: those still active)."""
 
-    accepted = None
+    accepted = SimpleNamespace(retention_watch=[])  # running, with no retention due
 
     def __init__(self, rounds: list[tuple[int, int]]) -> None:
         self._rounds: Iterator[tuple[int, int]] = iter(rounds)
@@ -69,3 +70,20 @@ async def test_a_few_evictions_among_many_active_write_no_checkpoint() -> None:
 
 async def test_the_last_idle_segment_leaving_writes_a_checkpoint() -> None:
     assert await _drain([(1, 1)]) == [(1, 0)]
+
+
+async def test_a_stopped_container_forgets_what_was_evicted() -> None:
+    script = _Script([(600, 1_000)])
+    settings = MetadataSettings(idle_eviction_ms=1)
+    segments = ActiveSegments(0, settings, None, script)  # type: ignore[arg-type]
+
+    def stopping() -> tuple[int, int]:
+        evicted = script.evict_round()
+        script.accepted = None  # the container stopped: its next start writes a checkpoint
+        return evicted
+
+    segments.evict_round = stopping  # type: ignore[method-assign]
+    segments.start()
+    await asyncio.wait_for(script.done.wait(), 30)
+    await segments.stop()
+    assert script.written == [] and segments._evicted_since_checkpoint == 0
