@@ -418,3 +418,20 @@ def test_the_replay_check_fails_on_a_doubled_a_lost_or_a_reordered_append() -> N
     ):
         with pytest.raises(AssertionError):
             check_replay(bad, ops)
+
+
+async def test_a_checkpoint_waits_for_the_log_to_grow_by_the_last_one_not_counting_it() -> None:
+    """Checkpoints never take more than about half of what Tier 1 writes, whoever asks for
+    them (eviction asks for its own): a large one is not what pays for the next."""
+    under = LogUnderTest(DurableLogSettings(max_frame_bytes=64 * 1024, checkpoint_every_frames=1))
+    log = await under.start()
+    for i in range(2_000):  # a checkpoint of 2,000 segments' rows
+        await log.process(CreateSegmentOperation(f"scope/many/{i}"))
+    await log.checkpoint()
+    checkpoint, before = log.checkpoint_bytes, log.written_bytes
+    assert checkpoint > 50_000
+    for i in range(100):  # about 15 KB of appends, a frame each
+        await log.process(append(payload(i)))
+    grown = log.written_bytes - before
+    assert grown < checkpoint, f"{grown} bytes written after a {checkpoint}-byte checkpoint"
+    await under.stop()
