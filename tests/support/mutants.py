@@ -130,6 +130,10 @@ def run_check(check: Check, source: Path, timeout_s: float) -> tuple[int | None,
             output, _ = process.communicate()
         _signal_group(process.pid, signal.SIGKILL)  # anything it left behind
         return None, output[-_TAIL_CHARS:]
+    except BaseException:  # interrupted (Ctrl-C, a test's timeout): take the check along
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
     return process.returncode, output[-_TAIL_CHARS:]
 
 
