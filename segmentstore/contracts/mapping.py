@@ -179,7 +179,7 @@ def _as_long(digest: bytes) -> int:
     return int.from_bytes(digest[:8], "little", signed=True)
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=4096)  # small, as segmentstore.store._route's (it says why)
 def container_of(name: str, containers: int) -> int:
     """The container (``0 <= c < containers``) that owns segment ``name``, as in Pravega.
 
