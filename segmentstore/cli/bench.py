@@ -22,6 +22,15 @@ def sizes(text: str) -> list[int]:
     return found
 
 
+def _directory(text: str) -> str:
+    """``--dir``: made if missing, as a user naming a fresh folder expects."""
+    try:
+        os.makedirs(text, exist_ok=True)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot use {text!r}: {e.strerror}") from e
+    return text
+
+
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",")]
 
@@ -34,7 +43,9 @@ def add_command(commands: Any) -> None:
     append.add_argument("--writers", type=_ints, default=[1, 256], help="e.g. 1,256")
     append.add_argument("--seconds", type=float, default=5.0, help="per case")
     append.add_argument("--segments", type=int, default=16, help="writers share these")
-    append.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    append.add_argument(
+        "--dir", type=_directory, default=None, help="where to write (default: temp dir)"
+    )
     append.add_argument("--json", default=None, help="also write the results here")
     append.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     append.add_argument(
@@ -47,13 +58,17 @@ def add_command(commands: Any) -> None:
     writer.add_argument("--segments", type=int, default=8)
     writer.add_argument("--size", type=sizes, default=[64 * 1024], help="append size, e.g. 64k")
     writer.add_argument("--flush-threshold", type=sizes, default=[4 << 20], help="e.g. 4m")
-    writer.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    writer.add_argument(
+        "--dir", type=_directory, default=None, help="where to write (default: temp dir)"
+    )
     writer.add_argument("--json", default=None, help="also write the results here")
     writer.set_defaults(run=_writer)
     read = benches.add_parser("read", help="cached reads vs a plain copy; tail-read latency")
     read.add_argument("--seconds", type=float, default=3.0, help="per read size")
     read.add_argument("--appends", type=int, default=1000, help="per tail-latency case")
-    read.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    read.add_argument(
+        "--dir", type=_directory, default=None, help="where to write (default: temp dir)"
+    )
     read.add_argument("--json", default=None, help="also write the results here")
     read.set_defaults(run=_read)
     offset_at = benches.add_parser(
@@ -82,7 +97,9 @@ def add_command(commands: Any) -> None:
     http.add_argument(
         "--rounds", type=int, default=3, help="the whole set again, the servers' order rotated"
     )
-    http.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
+    http.add_argument(
+        "--dir", type=_directory, default=None, help="where the store writes (default: temp dir)"
+    )
     http.add_argument("--json", default=None, help="also write the results here")
     http.add_argument(
         "--workers",
@@ -98,7 +115,9 @@ def add_command(commands: Any) -> None:
     tier1.add_argument("--seconds", type=float, default=5.0, help="per case and Tier 1")
     tier1.add_argument("--rounds", type=int, default=3, help="local and JetStream alternate")
     tier1.add_argument("--segments", type=int, default=16, help="writers share these")
-    tier1.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    tier1.add_argument(
+        "--dir", type=_directory, default=None, help="where to write (default: temp dir)"
+    )
     tier1.add_argument("--json", default=None, help="also write the results here")
     tier1.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     tier1.add_argument("--replicas", type=int, default=3, help="copies of each stream")
@@ -110,7 +129,9 @@ def add_command(commands: Any) -> None:
     cluster.add_argument("--seconds", type=float, default=5.0, help="per throughput case")
     cluster.add_argument("--tasks", type=int, default=32, help="concurrent appenders")
     cluster.add_argument("--lease-ms", type=int, default=5000, help="the nodes' lease")
-    cluster.add_argument("--dir", default=None, help="where to run (default: temp dir)")
+    cluster.add_argument(
+        "--dir", type=_directory, default=None, help="where to run (default: temp dir)"
+    )
     cluster.add_argument("--json", default=None, help="also write the results here")
     cluster.set_defaults(run=_cluster)
     client = benches.add_parser(
@@ -127,7 +148,9 @@ def add_command(commands: Any) -> None:
     client.add_argument(
         "--loop", choices=["asyncio", "uvloop"], default="asyncio", help="the client's loop"
     )
-    client.add_argument("--dir", default=None, help="where the store writes (default: temp dir)")
+    client.add_argument(
+        "--dir", type=_directory, default=None, help="where the store writes (default: temp dir)"
+    )
     client.add_argument("--json", default=None, help="also write the results here")
     client.add_argument(
         "--workers",
@@ -146,7 +169,9 @@ def add_command(commands: Any) -> None:
     segments.add_argument(
         "--segments", type=_ints, default=[10_000, 100_000, 1_000_000], help="e.g. 10000,100000"
     )
-    segments.add_argument("--dir", default=None, help="where the nodes write (default: temp dir)")
+    segments.add_argument(
+        "--dir", type=_directory, default=None, help="where the nodes write (default: temp dir)"
+    )
     segments.add_argument("--json", default=None, help="also write the results here")
     segments.add_argument(
         "--settings",
@@ -170,7 +195,9 @@ def add_command(commands: Any) -> None:
         action="store_true",
         help="also scan on a standalone cluster started on 127.0.0.1 (same data, same run)",
     )
-    spark.add_argument("--dir", default=None, help="where Tier 2 is written (default: temp dir)")
+    spark.add_argument(
+        "--dir", type=_directory, default=None, help="where Tier 2 is written (default: temp dir)"
+    )
     spark.add_argument("--json", default=None, help="also write the results here")
     spark.set_defaults(run=_spark)
 
