@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import ssl
+import subprocess
 import sys
 from pathlib import Path
 
@@ -93,6 +94,21 @@ def test_json_log_lines_are_one_object_each() -> None:
     assert (entry["level"], entry["logger"], entry["message"]) == ("error", "x.y", "a b")
     assert "ValueError: boom" in entry["exception"]
     assert entry["time"].endswith("+00:00")
+
+
+def test_cli_logging_leaves_out_a_line_per_http_request() -> None:
+    """httpx logs each request it makes at INFO; a command's log keeps its own INFO lines."""
+    script = (
+        "import logging; from segmentstore.cli.logs import configure_logging; configure_logging();"
+        "logging.getLogger('httpx').info('HTTP Request: GET /v1/cluster');"
+        "logging.getLogger('httpx').warning('retrying');"
+        "logging.getLogger('segmentstore.x').info('own line')"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "own line" in completed.stderr and "retrying" in completed.stderr
+    assert "HTTP Request" not in completed.stderr
 
 
 async def _async_client_over_tls(url: str, ca_file: Path) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import os
 import shutil
 import tempfile
@@ -288,7 +287,6 @@ def run(
     json_path: str | None,
     environ: Mapping[str, str],
 ) -> list[dict[str, Any]]:
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     loadgen = choose_loadgen(loadgen)
     load_before = os.getloadavg()
     print(f"... load average {_load(load_before)}", flush=True)

@@ -15,7 +15,6 @@ Everything, JetStream included, shares this machine, so these are loopback figur
 from __future__ import annotations
 
 import asyncio
-import logging
 import shutil
 import statistics
 import tempfile
@@ -43,7 +42,6 @@ def run(
     json_path: str | None,
     parent_env: Mapping[str, str],
 ) -> list[dict[str, Any]]:
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per probe otherwise
     base = Path(tempfile.mkdtemp(prefix="bench-cluster-", dir=directory))
     rows: list[dict[str, Any]] = []
     env = {"SEGMENTSTORE_CLUSTER__LEASE_MS": str(lease_ms)}

@@ -176,7 +176,6 @@ def run(
     """Runs the ``selected`` cases (default: all) ``rounds`` times; ``environ`` is what the
     servers start from (the command line hands in its environment)."""
     # The per-request log lines of the client that prepares the store would drown the table.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     # The embedded store's start-up lines (a store per append case and round) say nothing here.
     logging.getLogger("segmentstore").setLevel(logging.WARNING)
     loadgen = choose_loadgen(loadgen)

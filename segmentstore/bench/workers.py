@@ -23,7 +23,6 @@ generator beside it: all share the machine's cores with the node, as they would 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import shutil
 import statistics
@@ -148,7 +147,6 @@ def run(
 ) -> list[dict[str, Any]]:
     """``kind``: ``http`` (a plain load generator) or ``client`` (the routing client and the
     EventWriter), against a node of each of ``counts`` workers, ``rounds`` times."""
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     if len(counts) < 2 or counts[0] != 1:
         raise SystemExit("--workers: 1 first, then the counts to compare with it, e.g. 1,2")
     loadgen = choose_loadgen(loadgen) if kind == "http" else loadgen

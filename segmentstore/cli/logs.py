@@ -63,6 +63,9 @@ def configure_logging(
     _Installed.handler = handler
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # httpx logs every request it makes at INFO: a line per probe, forward or listing says
+    # nothing an operator acts on (its warnings still show).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uvicorn_logger = logging.getLogger(name)
         uvicorn_logger.handlers.clear()
