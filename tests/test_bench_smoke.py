@@ -105,6 +105,8 @@ def test_segments_bench_measures_each_size_against_the_smallest(tmp_path: Path) 
         tmp_path, "segments", "--segments", "600,300", "--settings", json.dumps(fast)
     )
     assert "waiting for idle eviction" in stdout or "created in" in stdout
+    recoveries = [line for line in stdout.splitlines() if "recovered after SIGKILL in" in line]
+    assert len(recoveries) == 2 and all(line.count(" s") == 3 for line in recoveries)
     assert [row["segments"] for row in results] == [300, 600]
     for row in results:
         assert row["creation_per_s"] > 0 and row["recovery_s"] > 0
