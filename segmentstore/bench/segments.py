@@ -206,7 +206,11 @@ def _spark_plan_reads(root: Path) -> tuple[int, int]:
 
 
 def _recovery_s(data_dir: Path, settings: dict[str, Any], out: IO[str], count: int) -> float:
-    """The median of ``RECOVERIES`` recoveries, each of a node killed with SIGKILL."""
+    """The median of ``RECOVERIES`` recoveries, each of a node killed with SIGKILL. A recovery
+    costs little CPU and waits for a few syncs (each container's first checkpoint), so the
+    disk is let settle first: the writeback of what this size and the one before it wrote
+    must not be timed as this size's recovery."""
+    os.sync()
     times = []
     for _ in range(RECOVERIES):
         node = _Node(data_dir, 0, settings)
