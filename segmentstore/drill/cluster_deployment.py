@@ -183,7 +183,7 @@ class SpawnedCluster:
             if node_id not in self._down and not node.alive
         ]
 
-    async def close(self) -> None:
+    async def close(self, keep: bool = False) -> Path | None:
         if self.ownership is not None:
             await self.ownership.stop()
         if self.nodes is not None:
@@ -195,8 +195,11 @@ class SpawnedCluster:
             await asyncio.to_thread(self.network.close)
         if self._moto is not None:
             await asyncio.to_thread(self._moto.close)
+        if keep:
+            return self.work_dir
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
+        return None
 
     # -- the faults of its processes: each broken by one method, mended by another ----------
 

@@ -40,7 +40,10 @@ class Deployment(Protocol):
 
     async def start(self) -> None: ...
 
-    async def close(self) -> None: ...
+    async def close(self, keep: bool = False) -> Path | None:
+        """Stop everything it started. ``keep``: the drill failed, so its logs and data stay
+        for a person to read; returns where (None if nothing was kept)."""
+        ...
 
     # Each fault's effect is a method of the deployments that have it: the fault asks for it
     # by a protocol of its own (segmentstore.drill.faults), so a deployment lists none of the
@@ -173,7 +176,7 @@ class SpawnedDeployment:
                 self.unavailable["power_loss"] = self._lazy.unavailable
         return mounted, path
 
-    async def close(self) -> None:
+    async def close(self, keep: bool = False) -> Path | None:
         if self.node is not None:
             await asyncio.to_thread(self.node.stop)
         if self._moto is not None:
@@ -182,9 +185,15 @@ class SpawnedDeployment:
             await asyncio.to_thread(self._lazy.unmount)
         for disk in (self._tier1_disk, self._tier2_disk):
             if disk is not None:
+                if keep:  # a small disk is memory: what it holds goes with it unless copied
+                    kept = disk.path.with_name(disk.path.name + ".kept")
+                    await asyncio.to_thread(disk.copy_to, kept)
                 disk.unmount()
+        if keep:
+            return self.work_dir
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
+        return None
 
     def rss_bytes(self) -> int | None:
         if self.node is None or self.node.proc is None:
@@ -283,8 +292,8 @@ class RunningDeployment:
     async def start(self) -> None:
         return None
 
-    async def close(self) -> None:
-        return None
+    async def close(self, keep: bool = False) -> Path | None:
+        return None  # nothing of its own: the deployment's logs are where it keeps them
 
     def node_urls(self) -> dict[str, str]:
         return {url: url for url in self._urls}

@@ -70,11 +70,11 @@ class SpawnedJetStreamNode(SpawnedDeployment):
         self.node.start()
         await asyncio.to_thread(self.node.wait_listening, 120)
 
-    async def close(self) -> None:
+    async def close(self, keep: bool = False) -> Path | None:
         if self.node is not None:
             await asyncio.to_thread(self.node.stop)
         await asyncio.to_thread(self._jetstream.stop)
-        await super().close()  # the lazyfs mounts, the directory
+        return await super().close(keep)  # the lazyfs mounts, the directory
 
     async def lose_power(self, rng: random.Random) -> str:
         raise RuntimeError(_NOT_HERE)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
 import signal
@@ -63,11 +64,17 @@ class LazyDisks:
             mount.hold_syncs()
 
     def lose_power(self, rng: random.Random, keep: str = "random") -> str:
-        """Every mount loses what it had not synced (kill the processes using them first)."""
-        return "; ".join(
-            describe(self.labels[m.mountpoint], m.lose_power(rng.randrange(1 << 31), keep))
-            for m in self.mounts
-        )
+        """Every mount loses what it had not synced (kill the processes using them first).
+        The note says how much; ``power-losses-<label>.jsonl`` in the work directory names
+        the files cut and the names dropped (kept with the logs of a drill that failed)."""
+        notes = []
+        for mount in self.mounts:
+            label = self.labels[mount.mountpoint]
+            report = mount.lose_power(rng.randrange(1 << 31), keep)
+            with open(self.work_dir / f"power-losses-{label}.jsonl", "a") as record:
+                record.write(json.dumps(report) + "\n")
+            notes.append(describe(label, report))
+        return "; ".join(notes)
 
     def unmount(self) -> None:
         for mount in self.mounts:

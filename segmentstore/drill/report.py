@@ -48,6 +48,9 @@ class DrillReport:
     # among them that kept growing
     resources: dict[str, Any] = field(default_factory=dict)
     growing: list[str] = field(default_factory=list)
+    # where a failed drill left its deployment's logs and data (None: it passed, or it ran
+    # against a deployment it did not spawn)
+    kept: str | None = None
 
     def recovery(self) -> dict[str, float | None]:
         times = sorted(f.recovery_s for f in self.faults if f.recovery_s is not None)
@@ -145,6 +148,8 @@ class DrillReport:
             summary.add_row(f"not injected: {kind}", why)
         for problem in self.problems[:20]:
             summary.add_row("problem", problem)
+        if self.kept is not None:
+            summary.add_row("logs and data kept in", self.kept)
         for series in self.growing:
             summary.add_row("keeps growing", series)
         console.print(summary)

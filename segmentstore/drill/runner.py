@@ -66,6 +66,7 @@ async def run_drill(
     reasons = {kind: fault_class(kind).unavailable(deployment) for kind in options.faults}
     kinds = [kind for kind, reason in reasons.items() if reason is None]
     report.skipped = {kind: reason for kind, reason in reasons.items() if reason is not None}
+    keep = False
     try:
         await deployment.start()  # inside: a drill stopped while it starts stops what started
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
@@ -77,8 +78,15 @@ async def run_drill(
             base_url=deployment.url, timeout=30, limits=limits, transport=transport, headers=headers
         ) as client:
             await _drill(deployment, client, options, rng, kinds, report, progress)
+        keep = not report.passed
+    except Exception:
+        keep = True  # a drill that could not finish: what it saw is the evidence
+        raise
     finally:
-        await deployment.close()
+        kept = await deployment.close(keep)
+        if kept is not None:
+            report.kept = str(kept)
+            progress(f"kept the deployment's logs and data in {kept}", report, report.duration_s)
     return report
 
 

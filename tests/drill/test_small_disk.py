@@ -31,3 +31,21 @@ def test_a_read_only_remount_waits_for_a_write_under_way(tmp_path: Path) -> None
         os.close(os.open(disk.path / "another", os.O_WRONLY | os.O_CREAT, 0o644))
     finally:
         disk.unmount()
+
+
+def test_a_copy_keeps_what_the_disk_holds_but_its_ballast(tmp_path: Path) -> None:
+    disk = SmallDisk(tmp_path / "disk", 1 << 20)
+    try:
+        disk.mount()
+    except SmallDiskUnavailable as reason:
+        pytest.skip(str(reason))
+    kept = tmp_path / "disk.kept"
+    try:
+        (disk.path / "tier1").mkdir()
+        (disk.path / "tier1" / "00000.log").write_bytes(b"records")
+        disk.fill()
+        disk.copy_to(kept)
+    finally:
+        disk.unmount()
+    assert (kept / "tier1" / "00000.log").read_bytes() == b"records"
+    assert sorted(p.name for p in kept.iterdir()) == ["tier1"]  # no ballast: it is not evidence
