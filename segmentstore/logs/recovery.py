@@ -3,7 +3,9 @@
 The log starts with a checkpoint, because the Durable Log writes one at every start and only
 ever truncates Tier 1 at a checkpoint. Replay restores that snapshot and applies every later
 operation in order with the same ``Operation.apply`` the live path uses. Operations before the
-first checkpoint (sharing its frame) are already contained in it and are skipped.
+first checkpoint (sharing its frame) are already contained in it and are skipped. Every
+operation written takes the next sequence number, so a gap or a repeat stops the replay: it is
+a log that lost or mixed records.
 """
 
 from __future__ import annotations
@@ -51,7 +53,10 @@ async def replay(
                         f"log holds container {metadata.container_id}, not {container_id}"
                     )
                 restore(metadata)
-            if op.sequence <= metadata.sequence and not isinstance(op, CheckpointOperation):
+            elif op.sequence != metadata.sequence + 1:
+                # Every operation written takes the next number: one out of order, or a gap,
+                # is a log that lost or mixed records, and replaying on would serve segments
+                # without what they acknowledged.
                 raise LogReplayError(f"sequence {op.sequence} after {metadata.sequence}")
             if isinstance(op, CheckpointOperation):
                 stats.checkpoints_seen += 1

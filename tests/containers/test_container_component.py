@@ -199,6 +199,25 @@ async def test_recovery_restores_every_acknowledged_change(rig: Rig) -> None:
     assert await again.get_attributes(NAME) == {"k": 1}
 
 
+async def test_a_log_that_lost_a_record_in_its_middle_is_not_replayed(rig: Rig) -> None:
+    """Replay past a missing record would serve a segment without an acknowledged append, and
+    answer its writer's retry as a new append: nothing else in the log shows the loss."""
+    container = await rig.container()
+    await container.create_segment(NAME)
+    await container.create_segment("other")
+    await container.append("other", b"acknowledged", writer_id="w", writer_seq=1)
+    lost = len(rig.medium.records) - 1
+    for i in range(3):
+        await container.append(NAME, bytes([i]) * 100)
+    await container.stop()
+    del rig.medium.records[lost]
+    again = await rig.container()
+    assert again.status is ContainerStatus.OFFLINE
+    assert again.failure is not None and "sequence" in again.failure
+    with pytest.raises(ContainerUnavailableError):
+        await again.append("other", b"retried", writer_id="w", writer_seq=1)
+
+
 async def test_a_tier1_failure_takes_the_container_offline_and_a_recovery_brings_it_back(
     rig: Rig,
 ) -> None:

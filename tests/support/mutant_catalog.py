@@ -225,4 +225,24 @@ CATALOG: tuple[Mutant, ...] = (
         budget_s=60,
         fast=True,
     ),
+    Mutant(
+        "replay-past-a-gap",
+        "recovery replays on past a record missing from the middle of Tier 1, serving its"
+        " segment without the append it acknowledged",
+        (
+            Replacement(
+                "segmentstore/logs/recovery.py",
+                "            elif op.sequence != metadata.sequence + 1:\n",
+                "            elif op.sequence <= metadata.sequence:\n",
+            ),
+        ),
+        (
+            Check.pytest(
+                "tests/containers/test_container_component.py::"
+                "test_a_log_that_lost_a_record_in_its_middle_is_not_replayed"
+            ),
+        ),
+        budget_s=60,
+        fast=True,
+    ),
 )
