@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from lazy_mounts import mount_or_skip
 
 from segmentstore.drill.small_disk import SmallDisk, SmallDiskUnavailable
 
@@ -49,3 +50,28 @@ def test_a_copy_keeps_what_the_disk_holds_but_its_ballast(tmp_path: Path) -> Non
         disk.unmount()
     assert (kept / "tier1" / "00000.log").read_bytes() == b"records"
     assert sorted(p.name for p in kept.iterdir()) == ["tier1"]  # no ballast: it is not evidence
+
+
+def test_a_file_read_through_lazyfs_does_not_keep_the_disk_busy(tmp_path: Path) -> None:
+    """The drill's Tier 2 outage over lazyfs: a node that keeps reading manifests (hundreds of
+    thousands of segments) must not keep the read-only remount from ever happening."""
+    disk = SmallDisk(tmp_path / "disk", 1 << 20)
+    try:
+        disk.mount()
+    except SmallDiskUnavailable as reason:
+        pytest.skip(str(reason))
+    try:
+        mount = mount_or_skip(tmp_path)  # lazyfs at tmp_path/mnt over tmp_path/disk
+        try:
+            (mount.mountpoint / "manifest").write_bytes(b"kept")
+            with open(mount.mountpoint / "manifest", "rb") as reader:
+                disk.set_read_only(True)
+                assert reader.read() == b"kept"
+                with pytest.raises(OSError):
+                    (mount.mountpoint / "chunk").write_bytes(b"refused")
+            disk.set_read_only(False)
+            (mount.mountpoint / "chunk").write_bytes(b"written")
+        finally:
+            mount.unmount()
+    finally:
+        disk.unmount()

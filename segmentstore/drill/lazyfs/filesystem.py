@@ -181,10 +181,16 @@ class LazyFS:
     def open(self, nid: int, flags: int) -> int:
         node = self.nodes.get(nid)
         path = self.nodes.path(node)
-        try:  # readable too: an overwrite first reads what it replaces
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except OSError:
-            fd = os.open(path, (flags & os.O_ACCMODE) | os.O_CLOEXEC)
+        access = flags & os.O_ACCMODE
+        if access == os.O_RDONLY:
+            # Not read-write: a file open for writing keeps a read-only remount of the disk
+            # under the mount (the drill's Tier 2 outage) from happening at all.
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        else:
+            try:  # readable too: an overwrite first reads what it replaces
+                fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            except OSError:
+                fd = os.open(path, access | os.O_CLOEXEC)
         return self._handle(Handle(node, fd))
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
