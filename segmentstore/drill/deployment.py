@@ -240,6 +240,12 @@ class SpawnedDeployment:
         if self._moto is not None:
             await asyncio.to_thread(self._moto.stop if on else self._moto.start)
             return
+        lazy = None if self._lazy is None else self._lazy.mount_at(self.work_dir / "tier2")
+        if lazy is not None:
+            # Refused above the disk: a remount read-only waits until no file on the disk is
+            # open for writing, and a node flushing many small segments always has one.
+            await asyncio.to_thread(lazy.set_read_only, on)
+            return
         assert self._tier2_disk is not None
         await asyncio.to_thread(self._tier2_disk.set_read_only, on)
 

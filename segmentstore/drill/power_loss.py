@@ -59,6 +59,10 @@ class LazyDisks:
         backing.mkdir(parents=True, exist_ok=True)
         return backing
 
+    def mount_at(self, path: Path) -> LazyMount | None:
+        """The lazyfs mount at ``path``, if there is one."""
+        return next((m for m in self.mounts if m.mountpoint == path), None)
+
     def hold_syncs(self) -> None:
         for mount in self.mounts:
             mount.hold_syncs()

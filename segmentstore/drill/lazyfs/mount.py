@@ -67,6 +67,12 @@ class LazyMount:
         # The first request on a new mount is the kernel's INIT: wait until it was answered.
         os.statvfs(self.mountpoint)
 
+    def set_read_only(self, on: bool) -> None:
+        """From now on (``on``) every request that would change the mount fails with
+        ``EROFS``, whatever files are open (the disk beneath is read-only, as in an outage);
+        or it is writable again."""
+        self._ask({"op": "read_only", "on": on}, 30)
+
     def hold_syncs(self) -> None:
         """From now until the power loss, no ``fsync`` on the mount completes."""
         self._ask({"op": "hold_syncs"}, 30)

@@ -43,6 +43,15 @@ _BUFFER = MAX_WRITE + 64 * 1024
 _VALID_S = 1  # how long the kernel may cache names and attributes: it alone changes them
 
 
+# The requests that change the file system, refused with EROFS while it is read-only (an
+# outage of the storage under it), as a read-only mount refuses them; reads go on. Syncs fail
+# too: what was written before the outage is not made durable by it.
+_CHANGES = frozenset({
+    abi.SETATTR, abi.SYMLINK, abi.MKNOD, abi.MKDIR, abi.UNLINK, abi.RMDIR, abi.RENAME,
+    abi.RENAME2, abi.LINK, abi.WRITE, abi.CREATE, abi.FSYNC, abi.FSYNCDIR,
+})  # fmt: skip
+
+
 class Stop(Exception):
     pass
 
@@ -68,6 +77,7 @@ class Server:
         self._fsync_s = fsync_ms / 1000
         self._unique = 0
         self._holding = False
+        self._read_only = False
         self._due: list[tuple[float, int, Callable[[], None]]] = []  # (when, unique, finish)
         self._handlers: dict[int, Callable[[int, memoryview], Reply]] = {
             abi.INIT: self._init, abi.LOOKUP: self._lookup, abi.GETATTR: self._getattr,
@@ -148,6 +158,9 @@ class Server:
         if handler is None:
             self._reply(unique, -errno.ENOSYS)
             return
+        if self._read_only and opcode in _CHANGES:
+            self._reply(unique, -errno.EROFS)
+            return
         try:
             payload = handler(nodeid, body)
         except OSError as e:
@@ -196,6 +209,9 @@ class Server:
                         "unsynced_names": len(self.fs.names.pending),
                     }
                 )
+            elif op == "read_only":
+                self._read_only = bool(command["on"])
+                self._say({"read_only": self._read_only})
             elif op == "hold_syncs":
                 self._holding = True
                 self._say({"holding": len(self._due)})
@@ -323,6 +339,8 @@ class Server:
 
     def _open(self, nodeid: int, body: memoryview) -> bytes:
         flags, _ = abi.OPEN_IN.unpack_from(body)
+        if self._read_only and flags & os.O_ACCMODE != os.O_RDONLY:
+            raise OSError(errno.EROFS, "read-only file system")
         return abi.OPEN_OUT.pack(self.fs.open(nodeid, flags), 0, 0)
 
     def _create(self, nodeid: int, body: memoryview) -> list[bytes]:
