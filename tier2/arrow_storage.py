@@ -97,6 +97,9 @@ class ArrowChunkStorage(ChunkStorage):
         except ARROW_ERRORS as e:
             raise self._translate(e, prefix) from e
 
+    def make_durable(self, key: str) -> None:
+        return None  # an S3 object or an HDFS file (closed, then renamed) is seen once durable
+
     def close(self) -> None:
         self._closed = True
 

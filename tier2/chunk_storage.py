@@ -19,7 +19,8 @@ The contract:
   the event loop. Every method may be called from several threads at once.
 * **Durability.** ``create``, ``append``, ``put_if`` and ``delete`` return only once their effect
   survives a crash of this process and of the machine (fsync; a completed PUT; a closed HDFS
-  file).
+  file). What another process wrote and did not see through may be visible without being
+  durable: :meth:`ChunkStorage.make_durable` before trusting it.
 * **Atomicity.** ``create`` and ``put_if`` are all or nothing: a reader sees the whole new object
   or the previous state, never a part. ``append`` checks the offset before it writes anything,
   but a crash or a failure in the middle of it may leave the object longer by a prefix of the
@@ -144,6 +145,15 @@ class ChunkStorage(ABC):
         version token. ``ManifestConflictError`` (nothing written) if the object's version is
         another one, or the object is missing when a version was expected.
         """
+
+    @abstractmethod
+    def make_durable(self, key: str) -> None:
+        """Make the object under ``key``, as :meth:`get` and :meth:`read` see it now, survive
+        a crash of the machine. Needed before trusting what another process wrote: one that
+        crashed before its write returned leaves an object others see but that a power loss
+        may still take back (a file renamed into place whose directory was not yet synced).
+        Nothing to do where what is seen is durable (a completed PUT, a closed HDFS file); a
+        missing object is not an error."""
 
     @abstractmethod
     def close(self) -> None:

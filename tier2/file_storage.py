@@ -269,6 +269,24 @@ class FileChunkStorage(ChunkStorage):
             raise self._error(e, key) from e
         return content_version(data)
 
+    def make_durable(self, key: str) -> None:
+        # The content was synced before the name was given (_write_new); the name is durable
+        # once its directory is synced, and a writer killed between the two never did that.
+        path = self._path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as e:
+            raise self._error(e, key) from e
+        try:
+            os.fsync(fd)
+            fsync_directory(os.path.dirname(path))
+        except OSError as e:
+            raise self._error(e, key) from e
+        finally:
+            os.close(fd)
+
     def close(self) -> None:
         self._closed = True
 

@@ -176,6 +176,11 @@ class ManifestStore:
                 raise FencedError(manifest.name, epoch, after[0].owner_epoch) from e
             raise
 
+    def make_durable(self, name: str) -> None:
+        """Make the manifest of ``name`` as it is seen now durable (ChunkStorage.make_durable):
+        before trusting one that another owner wrote, perhaps just before it crashed."""
+        self._storage.make_durable(manifest_key(name))
+
     def delete(self, name: str) -> None:
         """Remove the manifest of ``name`` (idempotent). Not fenced: the caller owns the name."""
         self._storage.delete(manifest_key(name))

@@ -64,5 +64,8 @@ class ObservedChunkStorage(ChunkStorage):
     def put_if(self, key: str, data: bytes, expected_version: str | None) -> str:
         return self.inner.put_if(key, data, expected_version)
 
+    def make_durable(self, key: str) -> None:
+        self.inner.make_durable(key)
+
     def close(self) -> None:
         self.inner.close()

@@ -80,13 +80,17 @@ class SegmentFlusher:
     # -- state ----------------------------------------------------------------------------
 
     def load(self) -> SegmentManifest | None:
-        """Read the manifest; one of an older incarnation of the name counts as none."""
+        """Read the manifest; one of an older incarnation of the name counts as none. What
+        is read is made durable first: the writer trusts it to free Tier 1 (its storage
+        length) and to let the segment leave memory (its state), and an owner killed between
+        saving it and syncing its name left one that a power loss would take back."""
         loaded = self._manifests.load(self.name)
         self.saved_sequence = -1
         self.known = True
         if loaded is None or loaded[0].segment_id != self.segment_id:
             self.manifest, self._token = None, None
             return None
+        self._manifests.make_durable(self.name)
         self.manifest, self._token = loaded
         return self.manifest
 

@@ -124,5 +124,10 @@ class FlakyChunkStorage(ChunkStorage):
         self._after(fault)
         return version
 
+    def make_durable(self, key: str) -> None:
+        fault = self._before("make_durable")
+        self.inner.make_durable(key)
+        self._after(fault)
+
     def close(self) -> None:
         self.inner.close()

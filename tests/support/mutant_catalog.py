@@ -245,4 +245,39 @@ CATALOG: tuple[Mutant, ...] = (
         budget_s=60,
         fast=True,
     ),
+    Mutant(
+        "tier2-trusts-an-unsynced-manifest",
+        "the Storage Writer trusts a manifest that an owner killed mid-save left renamed into"
+        " place but unsynced: it frees Tier 1 and evicts on it, and a power loss takes it back",
+        (
+            Replacement(
+                "segmentstore/writer/segment_flusher.py",
+                "        self._manifests.make_durable(self.name)\n",
+                "",
+            ),
+        ),
+        (Check.pytest("tests/writer/test_trusted_manifests.py"),),
+        budget_s=60,
+        fast=True,
+    ),
+    Mutant(
+        "tier1-recovery-trusts-unsynced-records",
+        "the local Tier 1 opens over records a killed writer left unsynced without syncing"
+        " them: recovery builds on records a later power loss takes back",
+        (
+            Replacement(
+                "tier1/local/recovery.py",
+                "            _sync(path)\n            return size\n",
+                "            return size\n",
+            ),
+        ),
+        (
+            Check.pytest(
+                "tests/tier1/test_local_log_power_loss.py::"
+                "test_records_a_killed_writer_left_unsynced_are_synced_when_the_log_opens"
+            ),
+        ),
+        budget_s=60,
+        fast=True,
+    ),
 )

@@ -19,6 +19,7 @@ import pytest
 from lazy_mounts import mount_or_skip
 
 from segmentstore.tier1 import LocalDurableDataLog
+from segmentstore.tier1.local.record import encode_header
 
 from .local_log_helpers import read_all
 
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.integration
 _WRITER = """
 import asyncio, sys
 from segmentstore.tier1 import LocalDurableDataLog
+from segmentstore.tier1.local.record import encode_header
 
 async def main():
     log = LocalDurableDataLog(sys.argv[1])
@@ -111,6 +113,7 @@ async def _check(wal: Path) -> None:
 _ACK_ONE = """
 import asyncio, sys
 from segmentstore.tier1 import LocalDurableDataLog
+from segmentstore.tier1.local.record import encode_header
 
 async def main():
     log = LocalDurableDataLog(sys.argv[1])
@@ -150,5 +153,44 @@ def test_a_log_directory_made_several_levels_deep_survives_a_power_loss(tmp_path
             return [r.data for r in records]
 
         assert asyncio.run(reopened()) == [b"acknowledged"]
+    finally:
+        mount.unmount()
+
+
+def test_records_a_killed_writer_left_unsynced_are_synced_when_the_log_opens(
+    tmp_path: Path,
+) -> None:
+    """Recovery replays every record it finds and the container builds on them (flushes them
+    to Tier 2, truncates behind them): what it found must survive a power loss that comes
+    after, even though the writer that wrote it was killed before its ``fdatasync``."""
+    mount = mount_or_skip(tmp_path)
+    try:
+        wal = mount.mountpoint / "wal"
+
+        async def first_owner() -> None:
+            log = LocalDurableDataLog(str(wal))
+            await log.open()
+            await log.append([b"A" * 100])
+            await log.close()
+
+        asyncio.run(first_owner())
+        # A record the killed owner wrote and never synced: in the file, not on the disk.
+        (last,) = sorted(wal.glob("*.log"))
+        address = int(last.stem) + last.stat().st_size
+        payload = b"B" * 100
+        with open(last, "ab") as f:
+            f.write(encode_header(address, len(payload), [payload]) + payload)
+
+        async def next_owner() -> list[bytes]:
+            log = LocalDurableDataLog(str(wal))
+            await log.open()
+            try:
+                return [bytes(r.data) for r in await read_all(log)]
+            finally:
+                await log.close()
+
+        assert asyncio.run(next_owner()) == [b"A" * 100, payload]
+        mount.lose_power(seed=1, keep="none")
+        assert asyncio.run(next_owner()) == [b"A" * 100, payload]
     finally:
         mount.unmount()

@@ -31,7 +31,9 @@ from segmentstore.tier1.local.scanner import FileScanner, InvalidRecordError
 
 
 def recover_tail(path: str, base_address: int) -> int:
-    """Drop a torn tail of the file at ``path``; return the position where its records end."""
+    """Drop a torn tail of the file at ``path``; return the position where its records end.
+    What stays is synced first: a writer killed before its ``fdatasync`` left records that
+    recovery replays and builds on, but that a power loss would still take back."""
     size = os.stat(path).st_size
     with FileScanner(path, base_address, size) as scanner:
         try:
@@ -40,6 +42,7 @@ def recover_tail(path: str, base_address: int) -> int:
         except InvalidRecordError as bad:
             end, reason = bad.position, bad.reason
         else:
+            _sync(path)
             return size
     with open(path, "rb") as f:
         f.seek(end)
@@ -75,3 +78,11 @@ def never_written(stretch: bytes, position: int) -> bool:
         view[at : at + SECTOR_BYTES] == _ZERO_SECTOR
         for at in range(start, len(stretch) - SECTOR_BYTES + 1, SECTOR_BYTES)
     )
+
+
+def _sync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
