@@ -78,6 +78,10 @@ class ManifestLookups:
     def _load(self, name: str) -> _Outcome:
         try:
             loaded = self._manifests.load(name)
+            if loaded is not None:
+                # The segment loaded from it takes appends and leaves Tier 1 behind: it must
+                # not be one that an owner killed mid-save left for a power loss to take back.
+                self._manifests.make_durable(name)
         except Tier2Error as error:
             return error
         return None if loaded is None else loaded[0]

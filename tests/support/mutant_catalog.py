@@ -280,4 +280,19 @@ CATALOG: tuple[Mutant, ...] = (
         budget_s=60,
         fast=True,
     ),
+    Mutant(
+        "load-trusts-an-unsynced-manifest",
+        "an inactive segment is loaded back from a manifest an owner killed mid-save left"
+        " unsynced: it takes appends on a state a power loss takes back",
+        (
+            Replacement(
+                "segmentstore/containers/manifest_lookups.py",
+                "                self._manifests.make_durable(name)\n",
+                "                pass\n",
+            ),
+        ),
+        (Check.pytest("tests/writer/test_trusted_manifests.py"),),
+        budget_s=60,
+        fast=True,
+    ),
 )

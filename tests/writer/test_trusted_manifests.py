@@ -5,14 +5,23 @@ power loss must not then take it back (the drill lost appends that way, on lazyf
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from lazy_mounts import mount_or_skip
 
 import segmentstore.tier2.file_storage as file_storage
-from segmentstore.tier2 import ManifestStore, SegmentManifest, SegmentState, open_chunk_storage
+from segmentstore.containers.manifest_lookups import ManifestLookups
+from segmentstore.tier2 import (
+    ChunkStorage,
+    ManifestStore,
+    SegmentManifest,
+    SegmentState,
+    open_chunk_storage,
+)
 from segmentstore.writer.segment_flusher import SegmentFlusher
 
 pytestmark = pytest.mark.integration
@@ -26,8 +35,32 @@ def _manifest(length: int, writers: dict[str, int]) -> SegmentManifest:
     )  # fmt: skip
 
 
+def _by_the_writer(storage: ChunkStorage) -> SegmentManifest | None:
+    """The next owner's Storage Writer, which frees Tier 1 and evicts on what it reads."""
+    flusher = SegmentFlusher(
+        storage, ManifestStore(storage), "devices/42", 7, 2, 4096, 3_600_000, 4096
+    )
+    return flusher.load()
+
+
+def _by_a_load(storage: ChunkStorage) -> SegmentManifest | None:
+    """The next owner loading the inactive segment back, to take appends."""
+
+    async def load() -> SegmentManifest | None:
+        lookups = ManifestLookups(storage)
+        try:
+            return await lookups.get("devices/42")
+        finally:
+            lookups.close()
+
+    return asyncio.run(load())
+
+
+@pytest.mark.parametrize("read", [_by_the_writer, _by_a_load])
 def test_a_manifest_left_unsynced_by_a_killed_owner_is_synced_before_it_is_trusted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    read: Callable[[ChunkStorage], SegmentManifest | None],
 ) -> None:
     mount = mount_or_skip(tmp_path)  # strict: only a directory fsync makes a name durable
     try:
@@ -40,9 +73,8 @@ def test_a_manifest_left_unsynced_by_a_killed_owner_is_synced_before_it_is_trust
             killed.setattr(file_storage, "fsync_directory", lambda _path: None)
             later = dataclasses.replace(_manifest(0, {"w": 1}), version=1)
             manifests.save(later, token, epoch=1)
-        # The next owner's writer reads it: what it trusts must survive a power loss.
-        flusher = SegmentFlusher(storage, manifests, "devices/42", 7, 2, 4096, 3_600_000, 4096)
-        loaded = flusher.load()
+        # The next owner reads it: what it trusts must survive a power loss.
+        loaded = read(storage)
         assert loaded is not None and loaded.state is not None
         assert loaded.state.writers == {"w": 1}
         storage.close()
