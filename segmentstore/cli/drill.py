@@ -198,7 +198,10 @@ def run(args: argparse.Namespace) -> int:
         sample_s=args.sample_s,
     )
     # A drill stopped by `kill` cleans up as one stopped by Ctrl-C: asyncio.run cancels it on
-    # SIGINT, and the drill stops what it spawned (processes, mounts) on its way out.
+    # SIGINT, and the drill stops what it spawned (processes, mounts) on its way out. SIGINT's
+    # own handler is put back first: a shell starts a background job (`drill ... &`, nohup)
+    # with SIGINT ignored, and such a drill then ignored SIGTERM too and ran on.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     try:
         with DrillProgress(args.duration) as progress:

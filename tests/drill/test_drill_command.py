@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -84,13 +85,22 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+def _as_a_background_job() -> None:
+    """What a shell does to a job it starts with ``&`` (and so under nohup): SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.integration
-def test_a_drill_stopped_by_sigterm_stops_what_it_spawned(tmp_path: Path) -> None:
+@pytest.mark.parametrize("started", [None, _as_a_background_job], ids=["foreground", "background"])
+def test_a_drill_stopped_by_sigterm_stops_what_it_spawned(
+    tmp_path: Path, started: Callable[[], None] | None
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENTSTORE_")}
     drill = subprocess.Popen(
         [sys.executable, "-m", "segmentstore.cli", "drill", "--spawn", "--duration", "300",
          "--faults", "kill", "--seed", "5"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=started,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
