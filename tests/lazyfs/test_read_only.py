@@ -21,7 +21,6 @@ def test_a_read_only_mount_refuses_every_change_and_serves_reads(tmp_path: Path)
             mount.set_read_only(True)
             refused = [
                 lambda: os.write(held, b"late"),
-                lambda: os.fsync(held),
                 lambda: os.open(root / "new", os.O_WRONLY | os.O_CREAT, 0o644),
                 lambda: os.open(root / "manifest", os.O_WRONLY),
                 lambda: os.rename(root / "manifest", root / "moved"),
@@ -36,6 +35,9 @@ def test_a_read_only_mount_refuses_every_change_and_serves_reads(tmp_path: Path)
                 assert error.value.errno == errno.EROFS
             assert (root / "manifest").read_bytes() == b"kept"
             assert sorted(p.name for p in root.iterdir()) == ["chunk", "manifest"]
+            os.fsync(held)  # as on a read-only remount: nothing is left to sync
+            # ... because going read-only made everything durable, as a remount does.
+            assert mount.status()["unsynced_names"] == 0
             mount.set_read_only(False)
             os.write(held, b"written")
             os.fsync(held)

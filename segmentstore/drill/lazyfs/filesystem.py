@@ -281,6 +281,14 @@ class LazyFS:
         else:
             self._made_durable(self.names.sync_directory(point.nid, point.seq))
 
+    def sync_everything(self) -> None:
+        """Everything done so far is durable (``syncfs``; what a read-only remount does
+        first)."""
+        for unsynced in self.files.values():
+            unsynced.durable = len(unsynced.operations)
+        self.files = {nid: u for nid, u in self.files.items() if u.unsynced}
+        self._made_durable(self.names.sync_all(next(self._seq)))
+
     def _made_durable(self, operations: list[NameOperation]) -> None:
         for nid in {nid for operation in operations for nid in operation.nodes()}:
             try:

@@ -44,11 +44,11 @@ _VALID_S = 1  # how long the kernel may cache names and attributes: it alone cha
 
 
 # The requests that change the file system, refused with EROFS while it is read-only (an
-# outage of the storage under it), as a read-only mount refuses them; reads go on. Syncs fail
-# too: what was written before the outage is not made durable by it.
+# outage of the storage under it), as a read-only mount refuses them; reads go on, and syncs
+# succeed: as a read-only remount does, going read-only made everything durable first.
 _CHANGES = frozenset({
     abi.SETATTR, abi.SYMLINK, abi.MKNOD, abi.MKDIR, abi.UNLINK, abi.RMDIR, abi.RENAME,
-    abi.RENAME2, abi.LINK, abi.WRITE, abi.CREATE, abi.FSYNC, abi.FSYNCDIR,
+    abi.RENAME2, abi.LINK, abi.WRITE, abi.CREATE,
 })  # fmt: skip
 
 
@@ -211,6 +211,8 @@ class Server:
                 )
             elif op == "read_only":
                 self._read_only = bool(command["on"])
+                if self._read_only:
+                    self.fs.sync_everything()
                 self._say({"read_only": self._read_only})
             elif op == "hold_syncs":
                 self._holding = True
