@@ -270,22 +270,15 @@ class FileChunkStorage(ChunkStorage):
         return content_version(data)
 
     def make_durable(self, key: str) -> None:
-        # The content was synced before the name was given (_write_new); the name is durable
-        # once its directory is synced, and a writer killed between the two never did that.
-        path = self._path(key)
+        # Every object's content is synced before it gets its name (_write_new), so only the
+        # name can be at risk: it is durable once its directory is synced, which a writer
+        # killed between the rename (or link) and that sync never did.
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fsync_directory(os.path.dirname(self._path(key)))
         except (FileNotFoundError, NotADirectoryError):
-            return
+            return  # no directory, so no object: nothing to keep
         except OSError as e:
             raise self._error(e, key) from e
-        try:
-            os.fsync(fd)
-            fsync_directory(os.path.dirname(path))
-        except OSError as e:
-            raise self._error(e, key) from e
-        finally:
-            os.close(fd)
 
     def close(self) -> None:
         self._closed = True
