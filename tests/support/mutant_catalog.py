@@ -242,7 +242,7 @@ CATALOG: tuple[Mutant, ...] = (
                 "test_a_log_that_lost_a_record_in_its_middle_is_not_replayed"
             ),
         ),
-        budget_s=60,
+        budget_s=10,
         fast=True,
     ),
     Mutant(
@@ -257,7 +257,7 @@ CATALOG: tuple[Mutant, ...] = (
             ),
         ),
         (Check.pytest("tests/writer/test_trusted_manifests.py"),),
-        budget_s=60,
+        budget_s=20,
         fast=True,
     ),
     Mutant(
@@ -278,7 +278,6 @@ CATALOG: tuple[Mutant, ...] = (
             ),
         ),
         budget_s=60,
-        fast=True,
     ),
     Mutant(
         "load-trusts-an-unsynced-manifest",
@@ -293,6 +292,5 @@ CATALOG: tuple[Mutant, ...] = (
         ),
         (Check.pytest("tests/writer/test_trusted_manifests.py"),),
         budget_s=60,
-        fast=True,
     ),
 )
