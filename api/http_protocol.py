@@ -24,8 +24,10 @@ hold open or make the server hold in memory.
 A request that arrives whole in one read, most of them, costs a few comparisons more than
 uvicorn's own protocol; the stall clock is armed only for requests that span reads.
 
-On a node of several workers, a connection whose next request is for another worker's
-container moves there before it is parsed (:mod:`.worker_handoff`). The limits are each
+On a node of several workers, a request for another worker's container is relayed to it
+unparsed (:mod:`.worker_relay`), or, for a connection that keeps asking that worker or a
+request too large to relay, the connection moves there before it is parsed
+(:mod:`.worker_handoff`). The limits are each
 worker's: a connection holds a slot of the worker that holds it, so one handed on gives its
 slot back here as it closes this end and takes one in the sibling (which answers ``429`` if it
 has none left); the sibling's head clock starts again, with the bytes read here.
@@ -41,7 +43,9 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from segmentstore.api.connection_limits import ConnectionLimits
+from segmentstore.api.worker_relay import MAX_RELAYED_BYTES, request_extent
 from segmentstore.contracts.errors import (
+    ContainerUnavailableError,
     RequestHeaderTooLargeError,
     RequestTimeoutError,
     SegmentStoreError,
@@ -50,13 +54,19 @@ from segmentstore.contracts.errors import (
 
 if TYPE_CHECKING:
     from segmentstore.api.worker_handoff import ConnectionHandOff
+    from segmentstore.api.worker_relay import RequestRelay, Upstream
 
 _REASONS = {
     408: b"Request Timeout",
     429: b"Too Many Requests",
     431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
 }
 _RETRY_AFTER_S = 1
+# A connection whose requests went to the same sibling this many times in a row moves there:
+# what it asks next is most likely that sibling's too, and a moved connection costs nothing
+# more, where each relayed request costs this worker a write and a read.
+MOVE_AFTER = 8
 # What a head holds besides its method, target, header names and values: " " and
 # " HTTP/1.1\r\n" on the request line, ": " and "\r\n" per header, the blank line.
 _REQUEST_LINE_EXTRA = len(b"  HTTP/1.1\r\n")
@@ -78,9 +88,11 @@ def limited_protocol(
     head_timeout_s: float = 10.0,
     limits: ConnectionLimits | None = None,
     hand_off: ConnectionHandOff | None = None,
+    relay: RequestRelay | None = None,
 ) -> type[asyncio.Protocol]:
     """uvicorn's protocol class (``uvicorn.Config(http=...)``) with these limits; with
-    ``hand_off``, a connection moves to the worker that owns its next request's container."""
+    ``hand_off`` and ``relay``, a request for a sibling worker's container is relayed there or
+    its connection moves there."""
 
     class LimitedHttpToolsProtocol(_LimitedHttpToolsProtocol):
         head_limit = max_header_bytes
@@ -88,6 +100,7 @@ def limited_protocol(
         head_deadline_s = head_timeout_s
         connection_limits = limits
         worker_hand_off = hand_off
+        worker_relay = relay
 
     return LimitedHttpToolsProtocol
 
@@ -98,6 +111,7 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
     head_deadline_s = 10.0
     connection_limits: ConnectionLimits | None = None
     worker_hand_off: ConnectionHandOff | None = None
+    worker_relay: RequestRelay | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -111,6 +125,13 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._admitted: str | None = None  # the client address whose slot this holds
         # What another worker read of a connection it handed here: this one's first read.
         self.initial = b""
+        self._relayed: Upstream | None = None  # the relay connection of a request under way
+        self._relay_container = 0
+        self._relay_left = 0  # bytes of that request still to come from the client
+        self._relay_stash = b""  # what the client sent after it, before its answer
+        self._streak_worker = -1  # the sibling this connection's last requests went to
+        self._streak = 0  # how many in a row
+        self._stop_after_relay = False  # the server stops: close once the answer is relayed
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -136,6 +157,9 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
             self._take(data)  # served here whoever owns it now: a connection never bounces
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._relayed is not None:
+            self._relayed.abandon()
+            self._relayed = None
         self._cancel_stall_timer()
         self._cancel_head_timer()
         if self._admitted is not None and self.connection_limits is not None:
@@ -146,14 +170,22 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
     # -- moving to the worker that owns the request's container ---------------------------------
 
     def data_received(self, data: bytes) -> None:
+        if self._relayed is not None:
+            self._relay_more(data)
+            return
         hand_off = self.worker_hand_off
         if hand_off is None or not self._between_requests():
             self._take(data)
             return
-        index = hand_off.sibling_for(data)
-        if index is None:
+        found = hand_off.route(data)
+        if found is None:
+            self._streak = 0
             self._take(data)
             return
+        container, index = found
+        if self._relay(container, index, data):
+            return
+        self._streak = 0
         transport = self.transport
         sock = transport.get_extra_info("socket")
         if (
@@ -167,6 +199,94 @@ class _LimitedHttpToolsProtocol(HttpToolsProtocol):
         # and gives this worker's slot back (connection_lost).
         self._unset_keepalive_if_required()
         transport.close()
+
+    # -- relaying a request to the worker that owns its container -------------------------------
+
+    def _relay(self, container: int, index: int, data: bytes) -> bool:
+        """Whether the request that ``data`` begins went to sibling ``index`` by the relay."""
+        relay = self.worker_relay
+        if relay is None:
+            return False
+        self._streak = self._streak + 1 if self._streak_worker == index else 1
+        self._streak_worker = index
+        if self._streak >= MOVE_AFTER:
+            return False
+        extent = request_extent(data)
+        if extent is None or extent < len(data) or extent > MAX_RELAYED_BYTES:
+            return False
+        upstream = relay.relay(index, data, self)
+        if upstream is None:
+            return False
+        self._relayed = upstream
+        self._relay_container = container
+        self._relay_left = extent - len(data)
+        self._unset_keepalive_if_required()
+        self._cancel_head_timer()
+        return True
+
+    def _relay_more(self, data: bytes) -> None:
+        assert self._relayed is not None
+        left = self._relay_left
+        if left:
+            part = data[:left] if len(data) > left else data
+            self._relay_left -= len(part)
+            self._relayed.send(part)
+            data = data[len(part) :]
+        if data:  # the client's next request, sent before this one's answer: kept for then
+            self._relay_stash += data
+            self.transport.pause_reading()
+
+    def relay_finished(self, keep_alive: bool) -> bool:
+        """The relayed answer was written whole; whether the relay connection may carry another
+        request (all of this one was sent)."""
+        self._relayed = None
+        self.server_state.total_requests += 1
+        whole = not self._relay_left
+        if not keep_alive or not whole or self._stop_after_relay:
+            # As the owner closes its end; mid-body, the connection cannot go on; or the
+            # server is stopping and was waiting for this answer.
+            self.transport.close()
+            return whole
+        if self.transport.is_closing():
+            return whole
+        stash, self._relay_stash = self._relay_stash, b""
+        if stash:
+            self.transport.resume_reading()
+            self.data_received(stash)
+        else:
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
+        return whole
+
+    def relay_failed(self, answered: bool) -> None:
+        """The owner went away before its answer was whole: ``503`` if none of it was written
+        (a retry is safe: a writer's is answered ``duplicate`` if this one was applied)."""
+        self._relayed = None
+        if not answered and not self.transport.is_closing():
+            error = ContainerUnavailableError(
+                self._relay_container, "the worker that serves it is restarting"
+            )
+            self.transport.write(_error_answer(error))
+        self.transport.close()
+
+    def shutdown(self) -> None:
+        """The server stops: a connection waiting for a relayed answer closes once it has it,
+        as one waiting for its own answer does."""
+        if self._relayed is not None:
+            self._stop_after_relay = True
+            return
+        super().shutdown()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._relayed is not None:
+            self._relayed.pause()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._relayed is not None:
+            self._relayed.resume()
 
     def _between_requests(self) -> bool:
         """Nothing of an earlier request unread or unanswered: the next read begins one."""
@@ -294,7 +414,7 @@ def _error_answer(error: SegmentStoreError) -> bytes:
         {"error": {"code": error.code, "message": error.message, **error.fields()}},
         separators=(",", ":"),
     ).encode()
-    retry = b"retry-after: %d\r\n" % _RETRY_AFTER_S if status == 429 else b""
+    retry = b"retry-after: %d\r\n" % _RETRY_AFTER_S if error.retry_after else b""
     return b"".join(
         [
             b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status]),

@@ -45,6 +45,7 @@ from segmentstore.api.connection_limits import (
 from segmentstore.api.http_protocol import limited_protocol
 from segmentstore.api.readiness import readiness
 from segmentstore.api.worker_handoff import ConnectionHandOff
+from segmentstore.api.worker_relay import RELAY_KEEP_ALIVE_S, RequestRelay
 from segmentstore.cluster.membership import ClusterMembership
 from segmentstore.cluster.ownership import ContainerOwnership
 from segmentstore.settings import ApiSettings, Settings
@@ -122,10 +123,12 @@ class NodeServer(uvicorn.Server):
         cluster: ClusterMembership | None = None,
         hand_off: ConnectionHandOff | None = None,
         publisher: BoardPublisher | None = None,
+        relay: RequestRelay | None = None,
     ) -> None:
         super().__init__(config)
         self._cluster = cluster
         self._hand_off = hand_off
+        self._relay = relay
         self._publisher = publisher
         self._leaving: asyncio.Task[None] | None = None
 
@@ -144,14 +147,32 @@ class NodeServer(uvicorn.Server):
                 return protocol
 
             self._hand_off.start(adoptable)
+        if self._relay is not None:
+            self._relay.start(self._relayed_protocol)
         if self._publisher is not None:
             self._publisher.serving()
+
+    def _relayed_protocol(self) -> asyncio.Protocol:
+        """The HTTP server's protocol for a connection a sibling relays requests on: every
+        request on it is a client's that the sibling's limits admitted, so none apply here, and
+        it is served here whatever it asks (a request never bounces back)."""
+        config = self.config
+        protocol: Any = config.http_protocol_class(  # type: ignore[call-arg]
+            config=config, server_state=self.server_state, app_state=self.lifespan.state
+        )
+        protocol.connection_limits = None
+        protocol.worker_hand_off = None
+        protocol.worker_relay = None
+        protocol.timeout_keep_alive = RELAY_KEEP_ALIVE_S
+        return protocol  # type: ignore[no-any-return]
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self._publisher is not None:
             self._publisher.stopping()
         if self._hand_off is not None:
             self._hand_off.close()
+        if self._relay is not None:
+            self._relay.close()
         await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -196,6 +217,7 @@ def server_config(
     head_timeout_s: float = HEAD_TIMEOUT_S,
     connection_limits: ConnectionLimits | None = None,
     hand_off: ConnectionHandOff | None = None,
+    relay: RequestRelay | None = None,
 ) -> uvicorn.Config:
     """uvicorn's settings for the app. ``uvicorn_logging``: uvicorn's own log handlers and
     format; False leaves its records to the root logger's handlers. ``max_header_bytes``,
@@ -206,7 +228,7 @@ def server_config(
         host=host,
         port=port,
         http=limited_protocol(
-            max_header_bytes, body_timeout_s, head_timeout_s, connection_limits, hand_off
+            max_header_bytes, body_timeout_s, head_timeout_s, connection_limits, hand_off, relay
         ),
         lifespan="on",  # a store that fails to start stops the server instead of serving 503s
         ws="none",  # no websockets here; and the legacy websockets module warns on import
@@ -263,7 +285,7 @@ async def serve(
         per_client = max_connections_per_client or max_connections
         limits = ConnectionLimits(descriptor_budget(max_connections), per_client)
         app.state.metrics.registry.register(ConnectionLimitsCollector(limits))
-    hand_off, publisher = None, None
+    hand_off, publisher, relay = None, None, None
     if worker is not None:
         assert cluster is not None, "a worker's containers are shared out by an ownership"
         ownership = cluster
@@ -274,6 +296,8 @@ async def serve(
 
         hand_off = ConnectionHandOff(worker, store.container_of, owner_of)
         app.state.hand_off = hand_off
+        relay = RequestRelay(worker)
+        app.state.relay = relay
         publisher = BoardPublisher(store, worker, lambda: readiness(store, ownership).ready)
     config = server_config(
         app,
@@ -289,9 +313,10 @@ async def serve(
         head_timeout_s=head_timeout_s,
         connection_limits=limits,
         hand_off=hand_off,
+        relay=relay,
     )
     membership = cluster if isinstance(cluster, ClusterMembership) else None
-    server = NodeServer(config, membership, hand_off, publisher)
+    server = NodeServer(config, membership, hand_off, publisher, relay)
     if sockets:
         # uvicorn names the address only of sockets it binds itself.
         host, port = sockets[0].getsockname()[:2]

@@ -80,6 +80,12 @@ class ConnectionHandOff:
     def sibling_for(self, data: bytes) -> int | None:
         """The worker of this node to hand the connection on to, for a read ``data`` that
         begins a request; None to serve it here."""
+        found = self.route(data)
+        return None if found is None else found[1]
+
+    def route(self, data: bytes) -> tuple[int, int] | None:
+        """The container and the sibling serving it, for a read ``data`` that begins a request
+        for a sibling's container; None to serve it here."""
         space = data.find(b" ", 0, 16)
         if space < 0 or not data.startswith(_SEGMENTS, space + 1):
             return None
@@ -98,7 +104,8 @@ class ConnectionHandOff:
             name = target.decode("latin-1")
             if "%" in name:
                 name = unquote(name, errors="strict")
-            owner = self._owner_of(self._container_of(name))
+            container = self._container_of(name)
+            owner = self._owner_of(container)
         except (SegmentStoreError, UnicodeDecodeError):
             return None  # an invalid name: answered here, as the routes answer it
         if owner is None or not owner.startswith(self._prefix):
@@ -107,7 +114,7 @@ class ConnectionHandOff:
         if not suffix.isdigit():
             return None
         index = int(suffix)
-        return None if index == self._place.index else index
+        return None if index == self._place.index else (container, index)
 
     def hand_on(self, index: int, sock: socket.socket, data: bytes) -> bool:
         """Send the connection on ``sock`` and the bytes read from it so far to worker
@@ -163,25 +170,12 @@ class ConnectionHandOff:
         loop.add_reader(listener.fileno(), self._accept, listener, protocol_factory)
 
     def _accept(self, listener: socket.socket, protocol_factory: AdoptingFactory) -> None:
-        try:
-            conn, _ = listener.accept()
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as error:
-            log.warning("accepting a sibling's hand-off socket failed: %s", error)
-            return
-        if not self._is_sibling(conn):
-            log.warning("refused a hand-off socket from a process that is not this node's")
-            conn.close()
+        conn = accept_sibling(listener, "hand-off socket")
+        if conn is None:
             return
         conn.setblocking(False)
         self._accepted.add(conn)
         asyncio.get_running_loop().add_reader(conn.fileno(), self._receive, conn, protocol_factory)
-
-    def _is_sibling(self, conn: socket.socket) -> bool:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        pid, uid, _ = _PEERCRED.unpack(creds)
-        return uid == os.getuid() and _parent_of(pid) == os.getppid()
 
     def _receive(self, conn: socket.socket, protocol_factory: AdoptingFactory) -> None:
         try:
@@ -247,6 +241,31 @@ class ConnectionHandOff:
 
 
 _STALE_PEER = {errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN}
+
+
+def accept_sibling(listener: socket.socket, what: str) -> socket.socket | None:
+    """The next connection on ``listener`` (a Unix socket of this worker's) if a sibling made
+    it; None if there is none yet, or it came from any other process (refused, and logged)."""
+    try:
+        conn, _ = listener.accept()
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError as error:
+        log.warning("accepting a sibling's %s failed: %s", what, error)
+        return None
+    if not is_sibling(conn):
+        log.warning("refused a %s from a process that is not this node's", what)
+        conn.close()
+        return None
+    return conn
+
+
+def is_sibling(conn: socket.socket) -> bool:
+    """Whether the process at the other end of the Unix socket ``conn`` is another worker of
+    this node: the same user, and the same parent (the supervisor)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    pid, uid, _ = _PEERCRED.unpack(creds)
+    return uid == os.getuid() and _parent_of(pid) == os.getppid()
 
 
 def _parent_of(pid: int) -> int | None:

@@ -23,8 +23,9 @@ from segmentstore.workers.place import WorkerPlace
 
 
 class WorkerCollector(Collector):
-    """A worker's own figures: how often it was started, and the connections it handed to its
-    siblings and took from them (:mod:`.worker_handoff`)."""
+    """A worker's own figures: how often it was started, the connections it handed to its
+    siblings and took from them (:mod:`.worker_handoff`), and the requests it relayed to them
+    (:mod:`.worker_relay`)."""
 
     def __init__(self, worker: WorkerPlace, app_state: Any, forwarding: ForwardingSession) -> None:
         self.worker = worker
@@ -49,6 +50,22 @@ class WorkerCollector(Collector):
                 meaning,
                 getattr(hand_off, figure, 0),
             )
+        relay = getattr(self.app_state, "relay", None)
+        yield CounterMetricFamily(
+            "segmentstore_worker_relayed_requests",
+            "requests for a sibling's container this worker relayed to it",
+            getattr(relay, "relayed", 0),
+        )
+        yield CounterMetricFamily(
+            "segmentstore_worker_relay_connections_opened",
+            "connections this worker opened to its siblings to relay requests on",
+            getattr(relay, "opened", 0),
+        )
+        yield CounterMetricFamily(
+            "segmentstore_worker_relay_failures",
+            "relayed requests whose sibling went away before its answer was whole",
+            getattr(relay, "failed", 0),
+        )
         yield CounterMetricFamily(
             "segmentstore_worker_forwarded_requests",
             "requests this worker passed to a sibling over HTTP (they could not be handed on)",

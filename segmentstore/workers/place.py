@@ -69,3 +69,8 @@ class WorkerPlace:
     def handoff_address(self, index: int) -> bytes:
         """The abstract Unix address at which worker ``index`` takes connections handed to it."""
         return f"\0segmentstore/{self.run_id}/w{index}".encode()
+
+    def relay_address(self, index: int) -> bytes:
+        """The abstract Unix address at which worker ``index`` serves the requests its siblings
+        relay to it."""
+        return f"\0segmentstore/{self.run_id}/w{index}/relay".encode()
