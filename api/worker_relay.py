@@ -14,7 +14,8 @@ owner's answer back to the client as it comes. The owner serves that connection 
 What the relay must know of a request is where it ends, so that it never sends the owner part
 of the next request: a request line and head whole in the first read, HTTP/1.1, a body framed
 by one ``Content-Length`` and nothing else (no ``Transfer-Encoding``, ``Expect`` or upgrade),
-and nothing after the body in that read. Anything else is moved or served here as before. Where
+and nothing after the body in that read; and not ``HEAD`` (its answer's length is that of a
+body it does not carry). Anything else is moved or served here as before. Where
 the answer ends it takes from the owner's answer itself, with an HTTP parser.
 
 If the owner dies with the answer unbegun, the client is answered ``503`` with ``Retry-After``
@@ -64,6 +65,8 @@ def request_extent(data: bytes) -> int | None:
     if end < 0:
         return None
     head = data[:end].lower()
+    if head.startswith(b"head "):
+        return None  # its answer's Content-Length describes a body that never comes
     line_end = head.find(b"\r\n")
     if not head.endswith(b" http/1.1", 0, line_end if line_end >= 0 else len(head)):
         return None

@@ -58,6 +58,7 @@ def test_a_request_ends_where_its_content_length_says() -> None:
         b"GET /v1/segments/a HTTP/1.1\r\nUpgrade: h2c\r\n\r\n",
         b"GET /v1/segments/a HTTP/1.1\r\nConnection: close\r\n\r\n",
         b"GET /v1/segments/a HTTP/1.0\r\n\r\n",
+        b"HEAD /v1/segments/a HTTP/1.1\r\n\r\n",
         b"GET /v1/segments/a HTTP/1.1\r\nHost: h\r\n",  # the head is not whole yet
     ],
 )
@@ -282,3 +283,19 @@ def test_an_owner_killed_mid_request_is_answered_503_not_a_hang(node: ServedStor
         sock.sendall(append_request(theirs, b"again"))
         assert read_answer(sock)[0] == 200
     assert content(node, theirs) == b"again"
+
+
+def test_a_head_request_for_the_siblings_segment_is_answered_and_the_connection_goes_on(
+    node: ServedStore,
+) -> None:
+    theirs = segment_of(node, 1, "head")
+    with socket.create_connection(("127.0.0.1", own_port(node, 0)), timeout=10) as sock:
+        sock.sendall(head("HEAD", f"/v1/segments/{theirs}", {}))
+        received = b""
+        while b"\r\n\r\n" not in received:
+            received += sock.recv(65536)
+        # Answered as the owner answers HEAD (a head alone, whatever its Content-Length).
+        assert received.startswith(b"HTTP/1.1 ") and received.endswith(b"\r\n\r\n"), received
+        sock.sendall(head("GET", f"/v1/segments/{theirs}", {}))
+        status, _, answer = read_answer(sock)
+        assert status == 200 and b'"length":0' in answer, answer
