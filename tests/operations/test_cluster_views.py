@@ -181,7 +181,10 @@ def test_every_dashboard_query_returns_data(
         while time.monotonic() < until:
             for i, name in enumerate(names):
                 url = urls[i % 3]
-                assert http.post(f"{url}/v1/segments/{name}:append", content=b"x" * 512).is_success
+                appended = http.post(f"{url}/v1/segments/{name}:append", content=b"x" * 512)
+                # 503 (with Retry-After) is what a container moving between nodes answers: a
+                # loaded machine can starve a node past its lease while the dashboard is fed.
+                assert appended.is_success or appended.status_code == 503, appended.text
                 http.get(f"{url}/v1/segments/{name}:read", params={"offset": 0})
             http.get(f"{urls[0]}/v1/segments/operations/no/such/segment")
     time.sleep(2)  # two more scrapes
