@@ -77,12 +77,6 @@ class ConnectionHandOff:
 
     # -- handing a connection on --------------------------------------------------------------
 
-    def sibling_for(self, data: bytes) -> int | None:
-        """The worker of this node to hand the connection on to, for a read ``data`` that
-        begins a request; None to serve it here."""
-        found = self.route(data)
-        return None if found is None else found[1]
-
     def route(self, data: bytes) -> tuple[int, int] | None:
         """The container and the sibling serving it, for a read ``data`` that begins a request
         for a sibling's container; None to serve it here."""
