@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import aiohttp
+from pydantic import TypeAdapter
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
@@ -118,10 +119,13 @@ class ClusterListing:
         return JSONResponse({"containers": containers})
 
 
+_INTEGER = TypeAdapter(int)  # the route's own reading of a query integer ("1.0" is 1)
+
+
 def _limit(scope: Scope) -> int:
     values = parse_qs(scope["query_string"].decode("latin-1")).get("limit")
-    # Every node checked the value already: here it is a valid integer or absent.
-    limit = int(values[-1]) if values else DEFAULT_LIST_LIMIT
+    # Every node took the value already, so it reads here as it did there (the last given).
+    limit = _INTEGER.validate_python(values[-1]) if values else DEFAULT_LIST_LIMIT
     return min(limit, MAX_LIST_LIMIT)
 
 

@@ -132,6 +132,18 @@ def test_list_limit_defaults_to_100_and_is_capped_at_1000(http: httpx.Client) ->
     assert len(capped["segments"]) == 101 and capped["next"] is None
 
 
+def test_list_takes_every_spelling_of_a_limit_the_api_accepts(http: httpx.Client) -> None:
+    """A node of several workers or a cluster merges pages by the limit again: it must read it
+    as each node did (the HTTP layer takes "1.0", " 2", "+2" and "1_0" as integers)."""
+    prefix = f"spelled-{uuid.uuid4().hex[:8]}/"
+    names = [f"{prefix}{i:02d}" for i in range(12)]
+    for n in names:
+        assert http.put(f"/v1/segments/{n}").status_code == 201
+    for spelled, size in (("1.0", 1), (" 2", 2), ("+2", 2), ("1_0", 10)):
+        page = _page(http, prefix=prefix, limit=spelled)
+        assert page == {"segments": names[:size], "next": names[size - 1]}, spelled
+
+
 def test_list_refuses_a_limit_below_one(http: httpx.Client) -> None:
     for limit in ("0", "-1", "ten"):
         r = http.get("/v1/segments", params={"limit": limit})
