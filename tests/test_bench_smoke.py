@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from debian_packages import require
 
 
 def _bench(tmp_path: Path, *args: str) -> tuple[str, list[dict[str, Any]]]:
@@ -79,6 +80,8 @@ def test_http_bench_reports_cpu_and_ratios_to_both_baselines(tmp_path: Path) -> 
 def test_workers_benches_compare_each_count_with_one_worker_in_the_same_rounds(
     tmp_path: Path, kind: str
 ) -> None:
+    if kind == "http":
+        require("wrk", "wrk")  # the load generator a user of `bench http` runs
     stdout, results = _bench(
         tmp_path, kind, "--workers", "1,2", "--seconds", "0.5", "--rounds", "2",
         *(["--loadgen", "wrk"] if kind == "http" else []),
