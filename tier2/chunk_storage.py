@@ -79,6 +79,11 @@ class ChunkStorage(ABC):
     supports_append: bool
     """Whether :meth:`append` works. When False every chunk is written whole by ``create``."""
 
+    concurrent_writes: int = 32
+    """How many calls at once pay off. An object store answers each call after a network
+    round trip, so many calls under way hide it; a local disk is bound by its syncs, which
+    more calls at once only queue (and the Tier 1 log's syncs queue behind them)."""
+
     @abstractmethod
     def create(self, key: str, parts: Sequence[Buffer]) -> None:
         """Store a new object made of ``parts`` (concatenated; may be none) under ``key``.

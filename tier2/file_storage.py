@@ -81,6 +81,10 @@ class FileChunkStorage(ChunkStorage):
     processes."""
 
     supports_append = True
+    # Measured with 300,000 new 100-byte segments on one node, Tier 1 on the same disk: 4
+    # writes at once brought Tier 2 up to date as fast as 32 (about 750 segments/s, four syncs
+    # each), and creation went on at 4,000-5,000/s meanwhile instead of 1,250/s.
+    concurrent_writes = 4
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self._root = os.path.abspath(os.fspath(root))

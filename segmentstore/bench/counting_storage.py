@@ -14,6 +14,7 @@ class CountingStorage(ChunkStorage):
         self.inner = inner
         self.uri = inner.uri
         self.supports_append = inner.supports_append
+        self.concurrent_writes = inner.concurrent_writes
         # Keys read (get, read, size, exists) and prefixes listed, in order, repeats kept.
         self.touched: list[str] = []
 

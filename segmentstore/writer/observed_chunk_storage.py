@@ -26,6 +26,7 @@ class ObservedChunkStorage(ChunkStorage):
         self.inner = inner
         self.uri = inner.uri
         self.supports_append = inner.supports_append
+        self.concurrent_writes = inner.concurrent_writes
         self._observations = observations
 
     def create(self, key: str, parts: Sequence[Buffer]) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import functools
+import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -58,6 +60,7 @@ NAME = "scope/stream/0"
 WRITER = StorageWriterSettings(
     flush_threshold_bytes=1 << 20, flush_interval_ms=20, retry_min_ms=1, retry_max_ms=20
 )
+MANUAL_WRITER = StorageWriterSettings(flush_threshold_bytes=1 << 20, flush_interval_ms=600_000)
 
 
 @pytest.fixture(autouse=True)
@@ -184,6 +187,45 @@ async def test_reads_that_miss_the_cache_come_from_tier2(rig: Rig) -> None:
     reads_before = rig.tier2_faults.calls["read"]
     assert await read_all(container) == data
     assert rig.tier2_faults.calls["read"] > reads_before
+
+
+async def test_a_writer_keeps_half_of_what_its_tier2_takes_at_once_under_way(
+    rig: Rig,
+) -> None:
+    """Small segments are flushed several at once (one after another, a million would take
+    a million syncs in a row), but no more than the backend's ``concurrent_writes`` says pay
+    off, halved so that another container's writer finds a thread too."""
+    rig.storage.concurrent_writes = 8
+    under_way = peak = 0
+    lock = threading.Lock()
+    create = rig.storage.create
+
+    def slow_create(key: str, parts: Any) -> None:
+        nonlocal under_way, peak
+        with lock:
+            under_way += 1
+            peak = max(peak, under_way)
+        time.sleep(0.02)  # long enough for every call that may overlap to do so
+        try:
+            create(key, parts)
+        finally:
+            with lock:
+                under_way -= 1
+
+    rig.storage.create = slow_create  # type: ignore[method-assign]
+    container = await rig.container(
+        writer=lambda cid, epoch, host: StorageWriter(cid, epoch, rig.storage, MANUAL_WRITER, host)
+    )
+    names = [f"small/{i}" for i in range(16)]
+    for name in names:
+        await container.create_segment(name)
+        await container.append(name, b"x" * 100)
+    writer = container.storage_writer
+    assert writer is not None
+    await writer.flush_all()
+    assert peak == 4
+    for name in names:
+        assert (await container.get_info(name)).storage_length == 100
 
 
 async def test_recovery_restores_every_acknowledged_change(rig: Rig) -> None:

@@ -34,6 +34,7 @@ class FlakyChunkStorage(ChunkStorage):
         self.injector = injector
         self.uri = inner.uri
         self.supports_append = inner.supports_append
+        self.concurrent_writes = inner.concurrent_writes
 
     def _error(self, fault: Fault) -> BaseException:
         if fault.error is not None:
