@@ -205,7 +205,7 @@ async def test_a_writer_keeps_half_of_what_its_tier2_takes_at_once_under_way(
         with lock:
             under_way += 1
             peak = max(peak, under_way)
-        time.sleep(0.02)  # long enough for every call that may overlap to do so
+        time.sleep(0.05)  # long enough for every call that may overlap to do so
         try:
             create(key, parts)
         finally:
