@@ -30,12 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
 
 from segmentstore.contracts.errors import Tier2ReconciliationError
 from segmentstore.metadata.container_metadata import SegmentMetadata
@@ -49,24 +46,13 @@ from segmentstore.tier2 import (
 )
 from segmentstore.writer.flush_schedule import FlushSchedule
 from segmentstore.writer.segment_flusher import SegmentFlusher
+from segmentstore.writer.tier2_threads import Tier2Threads
 from segmentstore.writer.writer import DeleteEvent, MergeEvent, WriterHost
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _STOP_GRACE_S = 30.0
 _MAX_PIECE = 64 << 20  # bytes taken from the cache per chunk write (and manifest update)
-# The writers' Tier 2 calls run in threads of pools of their own (the event loop's default
-# pool is a few threads, shared with everything else), one pool per size: the containers of a
-# node share their Tier 2, so they share its ChunkStorage.concurrent_writes too.
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-
-
-def _pool(threads: int) -> ThreadPoolExecutor:
-    pool = _POOLS.get(threads)
-    if pool is None:
-        pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="tier2-writer")
-    return pool
 
 
 class StorageWriter:
@@ -84,9 +70,9 @@ class StorageWriter:
         self._manifests = ManifestStore(storage)
         self._settings = settings
         self._host = host
-        self._pool = _pool(storage.concurrent_writes)
-        # Segments one container brings up to date at once: half the pool, so that another
-        # container's flush finds a thread too.
+        self._threads = Tier2Threads.shared(storage.concurrent_writes)
+        # Segments one container brings up to date at once: half the threads, so that another
+        # container's flush finds one too.
         self._parallel_flushes = max(1, storage.concurrent_writes // 2)
         self._events: list[MergeEvent | DeleteEvent] = []
         # Names whose objects a queued delete or merge is to remove: not live segments.
@@ -166,7 +152,7 @@ class StorageWriter:
             return
         async with self._busy:
             flusher = self._flusher(segment)
-            await self._in_thread(flusher.load)
+            await self._threads.run(flusher.load)
             try:
                 self._loaded(segment, flusher)
             except Tier2ReconciliationError as error:
@@ -292,11 +278,6 @@ class StorageWriter:
 
     # -- steps ------------------------------------------------------------------------------
 
-    async def _in_thread(self, call: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(
-            self._pool, functools.partial(call, *args)
-        )
-
     def _flusher(self, segment: SegmentMetadata) -> SegmentFlusher:
         flusher = self._flushers.get(segment.id)
         if flusher is None:
@@ -344,7 +325,7 @@ class StorageWriter:
         flusher = self._flusher(segment)
         if not flusher.known:
             # First flush since it was loaded or recovered, or reloaded after a failed step.
-            await self._in_thread(flusher.load)
+            await self._threads.run(flusher.load)
             self._loaded(segment, flusher)
         end = segment.length if upto is None else upto
         metadata = self._host.durable_metadata
@@ -356,7 +337,7 @@ class StorageWriter:
             self._take_state(segment_id, flusher)
             if segment.start_offset > flusher.storage_length:
                 # Never past ``end``: a pending merge must find Tier 2 exactly at its offset.
-                await self._in_thread(flusher.skip_to, min(segment.start_offset, end))
+                await self._threads.run(flusher.skip_to, min(segment.start_offset, end))
                 self._host.storage_advanced(segment_id, flusher.storage_length)
                 if flusher.storage_length >= end:
                     break
@@ -368,7 +349,7 @@ class StorageWriter:
             entries = self._host.time_index_entries(segment_id, offset, offset + length)
             views, release = self._host.pin_pending(segment_id, offset, length)
             try:
-                await self._in_thread(flusher.write, offset, views, length, entries)
+                await self._threads.run(flusher.write, offset, views, length, entries)
             finally:
                 release()
             self.flushed_bytes += length
@@ -377,16 +358,16 @@ class StorageWriter:
             return  # a merge comes next; truncation and sealing follow in a later cycle
         if segment.start_offset > flusher.start_offset:
             self._take_state(segment_id, flusher)
-            await self._in_thread(flusher.truncate, segment.start_offset)
+            await self._threads.run(flusher.truncate, segment.start_offset)
         sealable = segment.sealed and flusher.storage_length == segment.length
         if sealable and not segment.sealed_in_storage:
             self._take_state(segment_id, flusher)
-            await self._in_thread(flusher.seal)
+            await self._threads.run(flusher.seal)
             self._host.sealed_in_storage(segment_id)
         if segment_id in self._state_wanted and metadata.by_id.get(segment_id) is segment:
             self._take_state(segment_id, flusher)
             if not flusher.complete:
-                await self._in_thread(flusher.save_state)
+                await self._threads.run(flusher.save_state)
             self._state_wanted.discard(segment_id)
         if flusher.storage_length >= segment.length:
             self._dirty.done(segment_id)
@@ -404,7 +385,7 @@ class StorageWriter:
                     self._epoch, self._settings.max_chunk_bytes, self._settings.max_chunk_age_ms,
             self._settings.checksum_block_bytes,
                 )  # fmt: skip
-                await self._in_thread(flusher.delete)
+                await self._threads.run(flusher.delete)
                 self._dirty.done(event.segment_id)
             else:
                 await self._apply_merge(event)
@@ -423,27 +404,29 @@ class StorageWriter:
             self._settings.checksum_block_bytes,
         )  # fmt: skip
         self._flushers.pop(event.source_id, None)
-        manifest = await self._in_thread(source.load)
+        manifest = await self._threads.run(source.load)
         if target is None:
             # The target is gone too (a later delete): its queued delete cleans up; the
             # source's chunks only need their manifest dropped with them.
             if manifest is not None:
-                await self._in_thread(source.delete)
+                await self._threads.run(source.delete)
             return
         flusher = self._flusher(target)
         if flusher.manifest is None:
-            await self._in_thread(flusher.load)
+            await self._threads.run(flusher.load)
             self._loaded(target, flusher)
         self._take_state(target.id, flusher)
         if manifest is not None and manifest.storage_length > 0:
             if flusher.storage_length < event.target_offset:
                 await self._bring_up_to_date(target.id, upto=event.target_offset)
             if flusher.storage_length == event.target_offset:
-                await self._in_thread(flusher.absorb, event.target_offset, manifest, event.time_ms)
+                await self._threads.run(
+                    flusher.absorb, event.target_offset, manifest, event.time_ms
+                )
                 self._host.storage_advanced(target.id, flusher.storage_length)
-            await self._in_thread(source.forget_manifest)
+            await self._threads.run(source.forget_manifest)
         elif manifest is not None:
-            await self._in_thread(source.forget_manifest)
+            await self._threads.run(source.forget_manifest)
         self._dirty.urgent(target.id)
 
 
